@@ -1,0 +1,254 @@
+#include "core/config/loader.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace vision::core {
+namespace {
+
+// Collects parser errors as "source:line:column: message" (1-based, as editors count).
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  explicit ErrorCollector(std::string source) : source_(std::move(source)) {}
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    errors_.push_back(absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message));
+  }
+  void AddWarning(int line, google::protobuf::io::ColumnNumber column,
+                  const std::string& message) override {}
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::string source_;
+  std::vector<std::string> errors_;
+};
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot open config file '", path,
+                                            "': ", std::strerror(errno),
+                                            ". Pass an existing .pbtxt with --config."));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("error while reading '", path, "'"));
+  return text.str();
+}
+
+// Accumulates validation problems as "field.path: what is wrong".
+class Problems {
+ public:
+  void Add(const std::string& field, const std::string& what) {
+    items_.push_back(absl::StrCat(field, ": ", what));
+  }
+  void Require(bool ok, const std::string& field, const std::string& what) {
+    if (!ok) Add(field, what);
+  }
+  bool empty() const { return items_.empty(); }
+  std::string Joined() const { return absl::StrJoin(items_, "\n  "); }
+
+ private:
+  std::vector<std::string> items_;
+};
+
+void CheckPluginSpec(const PluginSpec& spec, bool present, const std::string& field,
+                     const std::string& example, Problems* problems) {
+  if (!present || spec.type().empty()) {
+    problems->Add(field + ".type", absl::StrCat("required: name a registered plugin, e.g. ",
+                                                example, " (see --list_plugins)"));
+  }
+}
+
+void CheckData(const DataConfig& data, const std::string& field, Problems* problems) {
+  CheckPluginSpec(data.dataset(), data.has_dataset(), field + ".dataset", "type: \"ICDAR2015\"",
+                  problems);
+  for (int i = 0; i < data.augmentations_size(); ++i) {
+    if (data.augmentations(i).type().empty()) {
+      problems->Add(absl::StrCat(field, ".augmentations[", i, "].type"),
+                    "required: name a registered augmentation");
+    }
+  }
+  const LoaderConfig& loader = data.loader();
+  problems->Require(loader.batch_size() > 0, field + ".loader.batch_size",
+                    absl::StrCat("must be > 0 (images per process and step), got ",
+                                 loader.batch_size()));
+  problems->Require(loader.num_workers() >= 0, field + ".loader.num_workers",
+                    absl::StrCat("must be >= 0, got ", loader.num_workers()));
+  problems->Require(loader.prefetch_batches() >= 1, field + ".loader.prefetch_batches",
+                    absl::StrCat("must be >= 1, got ", loader.prefetch_batches()));
+}
+
+bool ValidDevice(const std::string& device) {
+  if (device == "cpu" || device == "cuda") return true;
+  if (device.rfind("cuda:", 0) != 0 || device.size() == 5) return false;
+  for (size_t i = 5; i < device.size(); ++i) {
+    if (device[i] < '0' || device[i] > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::Status MergeConfigText(const std::string& text, const std::string& source,
+                             TrainPipelineConfig* config) {
+  ErrorCollector errors(source);
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.MergeFromString(text, config)) {
+    std::string message = errors.errors().empty() ? absl::StrCat(source, ": parse error")
+                                                  : absl::StrJoin(errors.errors(), "\n");
+    return absl::InvalidArgumentError(message);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainPipelineConfig> LoadPipelineConfig(const std::string& path,
+                                                       const std::vector<std::string>& overrides) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  TrainPipelineConfig config;
+  if (absl::Status s = MergeConfigText(*text, path, &config); !s.ok()) return s;
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    const std::string source = absl::StrCat("--override #", i + 1, " '", overrides[i], "'");
+    if (absl::Status s = MergeConfigText(overrides[i], source, &config); !s.ok()) return s;
+  }
+  if (absl::Status s = ValidatePipelineConfig(config); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  }
+  return config;
+}
+
+absl::Status ValidatePipelineConfig(const TrainPipelineConfig& c) {
+  Problems p;
+  CheckPluginSpec(c.model(), c.has_model(), "model", "type: \"DBNet\"", &p);
+  if (!c.has_train_data()) {
+    p.Add("train_data", "required: the training dataset and loader settings");
+  } else {
+    CheckData(c.train_data(), "train_data", &p);
+  }
+  if (c.has_eval_data()) CheckData(c.eval_data(), "eval_data", &p);
+  if (c.evaluation().has_evaluator()) {
+    CheckPluginSpec(c.evaluation().evaluator(), true, "evaluation.evaluator",
+                    "type: \"ICDAR2015Hmean\"", &p);
+    p.Require(c.has_eval_data(), "eval_data",
+              "required when evaluation.evaluator is set: the data to evaluate on");
+  }
+  p.Require(c.evaluation().every_n_steps() >= 0, "evaluation.every_n_steps",
+            absl::StrCat("must be >= 0, got ", c.evaluation().every_n_steps()));
+
+  const OptimizerConfig& opt = c.optimizer();
+  p.Require(!opt.type().empty(), "optimizer.type",
+            "required: a registered optimizer, e.g. \"SGD\" (see --list_plugins)");
+  p.Require(opt.has_lr(), "optimizer.lr", "required: the base learning rate");
+  if (opt.has_lr()) {
+    p.Require(opt.lr() > 0, "optimizer.lr", absl::StrCat("must be > 0, got ", opt.lr()));
+  }
+  p.Require(opt.weight_decay() >= 0, "optimizer.weight_decay",
+            absl::StrCat("must be >= 0, got ", opt.weight_decay()));
+  p.Require(opt.backbone_lr_multiplier() >= 0, "optimizer.backbone_lr_multiplier",
+            absl::StrCat("must be >= 0, got ", opt.backbone_lr_multiplier()));
+  if (opt.has_reference_batch_size()) {
+    p.Require(opt.reference_batch_size() > 0, "optimizer.reference_batch_size",
+              absl::StrCat("must be > 0, got ", opt.reference_batch_size()));
+  }
+
+  const LrScheduleConfig& lr = c.lr_schedule();
+  p.Require(!lr.type().empty(), "lr_schedule.type", "must name a registered schedule");
+  p.Require(lr.warmup_steps() >= 0, "lr_schedule.warmup_steps",
+            absl::StrCat("must be >= 0, got ", lr.warmup_steps()));
+  p.Require(lr.warmup_start_factor() > 0 && lr.warmup_start_factor() <= 1,
+            "lr_schedule.warmup_start_factor",
+            absl::StrCat("must be in (0, 1], got ", lr.warmup_start_factor()));
+
+  const TrainLoopConfig& t = c.train();
+  const bool steps = t.has_max_steps(), epochs = t.has_max_epochs();
+  if (steps == epochs) {
+    p.Add("train", "set exactly one of max_steps or max_epochs");
+  } else if (steps) {
+    p.Require(t.max_steps() > 0, "train.max_steps", absl::StrCat("must be > 0, got ", t.max_steps()));
+  } else {
+    p.Require(t.max_epochs() > 0, "train.max_epochs",
+              absl::StrCat("must be > 0, got ", t.max_epochs()));
+  }
+  p.Require(t.gradient_accumulation_steps() >= 1, "train.gradient_accumulation_steps",
+            absl::StrCat("must be >= 1, got ", t.gradient_accumulation_steps()));
+  p.Require(t.clip_grad_norm() >= 0, "train.clip_grad_norm",
+            absl::StrCat("must be >= 0 (0 disables), got ", t.clip_grad_norm()));
+  p.Require(t.ema_decay() >= 0 && t.ema_decay() < 1, "train.ema_decay",
+            absl::StrCat("must be in [0, 1) (0 disables), got ", t.ema_decay()));
+  for (const auto& [name, weight] : t.loss_weights()) {
+    p.Require(weight >= 0, absl::StrCat("train.loss_weights[\"", name, "\"]"),
+              absl::StrCat("must be >= 0, got ", weight));
+  }
+
+  const MixedPrecisionConfig& mp = c.mixed_precision();
+  p.Require(mp.init_scale() > 0, "mixed_precision.init_scale",
+            absl::StrCat("must be > 0, got ", mp.init_scale()));
+  p.Require(mp.growth_factor() > 1, "mixed_precision.growth_factor",
+            absl::StrCat("must be > 1, got ", mp.growth_factor()));
+  p.Require(mp.backoff_factor() > 0 && mp.backoff_factor() < 1, "mixed_precision.backoff_factor",
+            absl::StrCat("must be in (0, 1), got ", mp.backoff_factor()));
+  p.Require(mp.growth_interval() > 0, "mixed_precision.growth_interval",
+            absl::StrCat("must be > 0, got ", mp.growth_interval()));
+  p.Require(mp.max_consecutive_nonfinite_steps() > 0,
+            "mixed_precision.max_consecutive_nonfinite_steps",
+            absl::StrCat("must be > 0, got ", mp.max_consecutive_nonfinite_steps()));
+  if (mp.enabled() && mp.dtype() == MixedPrecisionConfig::FLOAT16 && c.device() == "cpu") {
+    p.Add("mixed_precision.dtype", "FLOAT16 autocast needs a CUDA device; use BFLOAT16 on cpu");
+  }
+
+  const DistributedConfig& d = c.distributed();
+  p.Require(d.timeout_seconds() > 0, "distributed.timeout_seconds",
+            absl::StrCat("must be > 0, got ", d.timeout_seconds()));
+  if (d.has_strategy()) {
+    CheckPluginSpec(d.strategy(), true, "distributed.strategy", "type: \"bucketed\"", &p);
+  }
+  if (d.backend() == DistributedConfig::NCCL && c.device() == "cpu") {
+    p.Add("distributed.backend", "NCCL needs a CUDA device; use GLOO (or AUTO) on cpu");
+  }
+
+  const CheckpointConfig& ck = c.checkpoint();
+  p.Require(!ck.output_dir().empty(), "checkpoint.output_dir",
+            "required: the directory for checkpoints and logs");
+  p.Require(ck.every_n_steps() >= 0, "checkpoint.every_n_steps",
+            absl::StrCat("must be >= 0 (0: only at the end), got ", ck.every_n_steps()));
+  p.Require(ck.keep_last() >= 1, "checkpoint.keep_last",
+            absl::StrCat("must be >= 1, got ", ck.keep_last()));
+  p.Require(c.logging().every_n_steps() >= 1, "logging.every_n_steps",
+            absl::StrCat("must be >= 1, got ", c.logging().every_n_steps()));
+  p.Require(ValidDevice(c.device()), "device",
+            absl::StrCat("must be \"cpu\", \"cuda\" or \"cuda:N\", got \"", c.device(), "\""));
+
+  if (p.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("invalid config:\n  ", p.Joined()));
+}
+
+std::string ConfigToText(const TrainPipelineConfig& config) {
+  google::protobuf::TextFormat::Printer printer;
+  printer.SetExpandAny(true);
+  std::string text;
+  printer.PrintToString(config, &text);
+  return text;
+}
+
+std::string ConfigFingerprint(const TrainPipelineConfig& config) {
+  // FNV-1a, 64 bit: stable across platforms and builds, unlike std::hash.
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char ch : ConfigToText(config)) {
+    hash ^= ch;
+    hash *= 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
+}  // namespace vision::core

@@ -1,0 +1,40 @@
+// The model family: a LibTorch module that turns a batch into named losses (training) and
+// into predictions (evaluation). The engine is the same for every model.
+#ifndef VISION_CORE_MODEL_H_
+#define VISION_CORE_MODEL_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+#include "core/batch.h"
+#include "core/plugin.h"
+#include "core/sample.h"
+#include "core/target_generator.h"
+
+namespace vision::core {
+
+class Model : public torch::nn::Module {
+ public:
+  static constexpr char kFamily[] = "model";
+
+  // Named loss terms for a training batch; the engine sums them with the configured weights.
+  virtual std::map<std::string, at::Tensor> Losses(const Batch& batch) = 0;
+
+  // Predictions for each sample of the batch, in original-image coordinates, in the same
+  // Sample type that datasets produce (so evaluators compare like with like).
+  virtual std::vector<Sample> Predict(const Batch& batch) = 0;
+
+  // Training-target generation that runs in the loader's worker threads; null if the model
+  // needs none. Called once; the generator must be safe to call from several threads.
+  virtual std::shared_ptr<const TargetGenerator> MakeTargetGenerator() const { return nullptr; }
+};
+
+using ModelRegistry = PluginRegistry<Model>;
+
+}  // namespace vision::core
+
+#endif  // VISION_CORE_MODEL_H_

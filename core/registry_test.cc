@@ -1,0 +1,122 @@
+#include "core/registry.h"
+
+#include <memory>
+#include <string>
+
+#include "core/config/test_options.pb.h"
+#include "core/plugin.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vision::core {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::BarOptions;
+using testing::FooOptions;
+
+class Widget {
+ public:
+  static constexpr char kFamily[] = "widget";
+  virtual ~Widget() = default;
+  virtual int size() const = 0;
+};
+using WidgetRegistry = PluginRegistry<Widget, int>;
+
+class FooWidget : public Widget {
+ public:
+  explicit FooWidget(int size) : size_(size) {}
+  static absl::StatusOr<std::unique_ptr<FooWidget>> Create(const FooOptions& options, int extra) {
+    if (options.size() < 0) return absl::InvalidArgumentError("size: must be >= 0");
+    return std::make_unique<FooWidget>(options.size() + extra);
+  }
+  int size() const override { return size_; }
+
+ private:
+  int size_;
+};
+
+VISION_REGISTER_PLUGIN(WidgetRegistry, "FooWidget", FooWidget, FooOptions);
+
+google::protobuf::Any Pack(const google::protobuf::Message& message) {
+  google::protobuf::Any any;
+  any.PackFrom(message);
+  return any;
+}
+
+TEST(RegistryTest, CreatesWithDefaultOptionsWhenAnyIsEmpty) {
+  absl::StatusOr<std::unique_ptr<Widget>> w =
+      WidgetRegistry::Get().Create("FooWidget", google::protobuf::Any(), 10);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ((*w)->size(), 13);
+}
+
+TEST(RegistryTest, PassesUnpackedOptionsAndArguments) {
+  FooOptions options;
+  options.set_size(5);
+  absl::StatusOr<std::unique_ptr<Widget>> w =
+      WidgetRegistry::Get().Create("FooWidget", Pack(options), 1);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ((*w)->size(), 6);
+}
+
+TEST(RegistryTest, PluginErrorsPassThrough) {
+  FooOptions options;
+  options.set_size(-1);
+  absl::StatusOr<std::unique_ptr<Widget>> w =
+      WidgetRegistry::Get().Create("FooWidget", Pack(options), 1);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(w.status().message(), HasSubstr("size: must be >= 0"));
+}
+
+TEST(RegistryTest, WrongOptionsTypeNamesBothTypes) {
+  BarOptions wrong;
+  absl::StatusOr<std::unique_ptr<Widget>> w =
+      WidgetRegistry::Get().Create("FooWidget", Pack(wrong), 0);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(w.status().message(), HasSubstr("vision.core.testing.FooOptions"));
+  EXPECT_THAT(w.status().message(), HasSubstr("vision.core.testing.BarOptions"));
+}
+
+TEST(RegistryTest, UnknownNameListsRegisteredAndSuggests) {
+  absl::StatusOr<std::unique_ptr<Widget>> w =
+      WidgetRegistry::Get().Create("FooWidgte", google::protobuf::Any(), 0);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(w.status().message(), HasSubstr("Unknown widget 'FooWidgte'"));
+  EXPECT_THAT(w.status().message(), HasSubstr("did you mean 'FooWidget'?"));
+  EXPECT_THAT(w.status().message(), HasSubstr("Registered widget plugins: FooWidget"));
+}
+
+TEST(RegistryTest, FarMissGivesNoSuggestion) {
+  absl::StatusOr<std::unique_ptr<Widget>> w =
+      WidgetRegistry::Get().Create("Completely", google::protobuf::Any(), 0);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(w.status().message(), ::testing::Not(HasSubstr("did you mean")));
+}
+
+TEST(RegistryTest, NamesAreSortedAndContainsWorks) {
+  EXPECT_TRUE(WidgetRegistry::Get().Contains("FooWidget"));
+  EXPECT_FALSE(WidgetRegistry::Get().Contains("foowidget"));
+  EXPECT_THAT(WidgetRegistry::Get().Names(), ::testing::ElementsAre("FooWidget"));
+  EXPECT_EQ(WidgetRegistry::Get().family(), "widget");
+}
+
+TEST(RegistryDeathTest, DuplicateNameIsFatalAndNamesBothSites) {
+  EXPECT_DEATH(
+      WidgetRegistry::Get().Register(
+          "FooWidget", [](const google::protobuf::Any&, int) { return nullptr; },
+          "elsewhere.cc:7"),
+      "duplicate widget plugin name 'FooWidget': registered at core/registry_test.cc:[0-9]+ "
+      "and again at elsewhere.cc:7");
+}
+
+TEST(EditDistanceTest, HandComputed) {
+  EXPECT_EQ(EditDistance("", ""), 0);
+  EXPECT_EQ(EditDistance("abc", ""), 3);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3);
+  EXPECT_EQ(EditDistance("DBNet", "dbnet"), 0);
+  EXPECT_EQ(EditDistance("DBNett", "DBNet"), 1);
+}
+
+}  // namespace
+}  // namespace vision::core
