@@ -53,6 +53,11 @@ struct Sample {
   // Size of the image as stored on disk, before any augmentation.
   int original_height = 0;
   int original_width = 0;
+  // Current image = original image scaled by these factors (resize augmentations update
+  // them; crops and pads keep the origin where the original's was), so a prediction in
+  // current pixels maps back to the original by dividing by them.
+  double scale_x = 1.0;
+  double scale_y = 1.0;
   std::vector<TextInstance> texts;
   std::vector<ObjectInstance> objects;
   // HxW 8-bit train ids, 255 = ignore (semantic segmentation); empty when absent.
