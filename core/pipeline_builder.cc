@@ -1,0 +1,173 @@
+#include "core/pipeline_builder.h"
+
+#include <c10/util/Exception.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/lr_warmup.h"
+#include "core/param_groups.h"
+#include "core/status_macros.h"
+
+namespace vision::core {
+namespace {
+
+// Prefixes a plugin's error with the config field it came from; LibTorch exceptions thrown
+// while constructing a module become statuses too.
+template <typename T, typename Make>
+absl::StatusOr<T> WithContext(const std::string& field, Make make) {
+  try {
+    absl::StatusOr<T> made = make();
+    if (made.ok()) return made;
+    return absl::Status(made.status().code(), absl::StrCat(field, ": ", made.status().message()));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(field, ": LibTorch error: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(field, ": ", e.what()));
+  }
+}
+
+int64_t CountParameters(const torch::nn::Module& module) {
+  int64_t count = 0;
+  for (const at::Tensor& p : module.parameters()) count += p.numel();
+  return count;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Model>> BuildModel(const PluginSpec& spec) {
+  return WithContext<std::shared_ptr<Model>>("model", [&]() -> absl::StatusOr<std::shared_ptr<Model>> {
+    absl::StatusOr<std::unique_ptr<Model>> model = ModelRegistry::Get().Create(spec.type(), spec.options());
+    if (!model.ok()) return model.status();
+    // Modules must be owned by a shared_ptr: LibTorch's module traversal uses shared_from_this.
+    return std::shared_ptr<Model>(std::move(model).value());
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Dataset>> BuildDataset(const DataConfig& data,
+                                                      const std::string& field) {
+  return WithContext<std::unique_ptr<Dataset>>(field + ".dataset", [&] {
+    return DatasetRegistry::Get().Create(data.dataset().type(), data.dataset().options());
+  });
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(
+    const DataConfig& data, const std::string& field) {
+  std::vector<std::unique_ptr<Augmentation>> augmentations;
+  for (int i = 0; i < data.augmentations_size(); ++i) {
+    const PluginSpec& spec = data.augmentations(i);
+    absl::StatusOr<std::unique_ptr<Augmentation>> aug =
+        WithContext<std::unique_ptr<Augmentation>>(
+            absl::StrCat(field, ".augmentations[", i, "]"),
+            [&] { return AugmentationRegistry::Get().Create(spec.type(), spec.options()); });
+    if (!aug.ok()) return aug.status();
+    augmentations.push_back(std::move(aug).value());
+  }
+  return augmentations;
+}
+
+absl::StatusOr<std::unique_ptr<Optimizer>> BuildOptimizer(const OptimizerConfig& config,
+                                                          const Model& model,
+                                                          int64_t global_batch_size) {
+  const double lr =
+      ScaledLearningRate(config.lr(), global_batch_size, config.reference_batch_size());
+  return WithContext<std::unique_ptr<Optimizer>>("optimizer", [&] {
+    return OptimizerRegistry::Get().Create(config.type(), config.options(),
+                                           MakeParamGroups(model, config, lr));
+  });
+}
+
+absl::StatusOr<std::unique_ptr<LrSchedule>> BuildLrSchedule(const LrScheduleConfig& config) {
+  absl::StatusOr<std::unique_ptr<LrSchedule>> schedule =
+      WithContext<std::unique_ptr<LrSchedule>>("lr_schedule", [&] {
+        return LrScheduleRegistry::Get().Create(config.type(), config.options());
+      });
+  if (!schedule.ok() || config.warmup_steps() == 0) return schedule;
+  return std::unique_ptr<LrSchedule>(std::make_unique<WarmupSchedule>(
+      std::move(schedule).value(), config.warmup_steps(), config.warmup_start_factor()));
+}
+
+absl::StatusOr<std::unique_ptr<CommStrategy>> BuildCommStrategy(const DistributedConfig& config) {
+  if (!config.has_strategy()) return std::unique_ptr<CommStrategy>();
+  return WithContext<std::unique_ptr<CommStrategy>>("distributed.strategy", [&] {
+    return CommStrategyRegistry::Get().Create(config.strategy().type(), config.strategy().options());
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Evaluator>> BuildEvaluator(const EvaluationConfig& config) {
+  if (!config.has_evaluator()) return std::unique_ptr<Evaluator>();
+  return WithContext<std::unique_ptr<Evaluator>>("evaluation.evaluator", [&] {
+    return EvaluatorRegistry::Get().Create(config.evaluator().type(), config.evaluator().options());
+  });
+}
+
+absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int world_size) {
+  Pipeline p;
+  p.global_batch_size = static_cast<int64_t>(config.train_data().loader().batch_size()) *
+                        world_size * config.train().gradient_accumulation_steps();
+  p.scaled_lr = ScaledLearningRate(config.optimizer().lr(), p.global_batch_size,
+                                   config.optimizer().reference_batch_size());
+
+  VISION_ASSIGN_OR_RETURN(p.model, BuildModel(config.model()));
+  VISION_ASSIGN_OR_RETURN(p.train_dataset, BuildDataset(config.train_data(), "train_data"));
+  VISION_ASSIGN_OR_RETURN(p.train_augmentations,
+                           BuildAugmentations(config.train_data(), "train_data"));
+  if (config.has_eval_data()) {
+    VISION_ASSIGN_OR_RETURN(p.eval_dataset, BuildDataset(config.eval_data(), "eval_data"));
+    VISION_ASSIGN_OR_RETURN(p.eval_augmentations,
+                             BuildAugmentations(config.eval_data(), "eval_data"));
+  }
+  VISION_ASSIGN_OR_RETURN(p.optimizer,
+                           BuildOptimizer(config.optimizer(), *p.model, p.global_batch_size));
+  VISION_ASSIGN_OR_RETURN(p.lr_schedule, BuildLrSchedule(config.lr_schedule()));
+  VISION_ASSIGN_OR_RETURN(p.comm_strategy, BuildCommStrategy(config.distributed()));
+  VISION_ASSIGN_OR_RETURN(p.evaluator, BuildEvaluator(config.evaluation()));
+  return p;
+}
+
+std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& p) {
+  std::vector<std::string> lines;
+  lines.push_back(absl::StrFormat("model:          %s (%.2fM parameters)", config.model().type(),
+                                  CountParameters(*p.model) / 1e6));
+  auto describe_data = [&](const char* role, const DataConfig& data, const Dataset& dataset) {
+    std::vector<std::string> augs;
+    for (const PluginSpec& spec : data.augmentations()) augs.push_back(spec.type());
+    lines.push_back(absl::StrFormat("%-15s %s: %s", absl::StrCat(role, ":"), data.dataset().type(),
+                                    dataset.Describe()));
+    lines.push_back(absl::StrFormat("%-15s %s", absl::StrCat(role, " augment:"),
+                                    augs.empty() ? "(none)" : absl::StrJoin(augs, " -> ")));
+  };
+  describe_data("train data", config.train_data(), *p.train_dataset);
+  if (p.eval_dataset) describe_data("eval data", config.eval_data(), *p.eval_dataset);
+  std::vector<std::string> groups;
+  auto& torch_groups = p.optimizer->torch_optimizer().param_groups();
+  for (size_t i = 0; i < torch_groups.size(); ++i) {
+    int64_t n = 0;
+    for (const at::Tensor& t : torch_groups[i].params()) n += t.numel();
+    groups.push_back(absl::StrFormat("group %d: %d tensors, %d values, lr %g", i,
+                                     torch_groups[i].params().size(), n,
+                                     torch_groups[i].options().get_lr()));
+  }
+  lines.push_back(absl::StrFormat(
+      "optimizer:      %s, base lr %g scaled to %g for global batch %d (reference %d); %s",
+      config.optimizer().type(), config.optimizer().lr(), p.scaled_lr, p.global_batch_size,
+      config.optimizer().reference_batch_size(), absl::StrJoin(groups, "; ")));
+  lines.push_back(absl::StrFormat("lr schedule:    %s, warmup %d steps from factor %g",
+                                  config.lr_schedule().type(), config.lr_schedule().warmup_steps(),
+                                  config.lr_schedule().warmup_start_factor()));
+  lines.push_back(absl::StrFormat(
+      "comm strategy:  %s", p.comm_strategy ? config.distributed().strategy().type()
+                                            : std::string("(none: gradients are not communicated)")));
+  lines.push_back(absl::StrFormat(
+      "evaluator:      %s",
+      p.evaluator ? absl::StrCat(config.evaluation().evaluator().type(), " (main metric ",
+                                 p.evaluator->MainMetric(), ")")
+                  : std::string("(none)")));
+  lines.push_back(absl::StrFormat("device:         %s, mixed precision %s", config.device(),
+                                  config.mixed_precision().enabled()
+                                      ? MixedPrecisionConfig::Dtype_Name(config.mixed_precision().dtype())
+                                      : std::string("off")));
+  return absl::StrJoin(lines, "\n");
+}
+
+}  // namespace vision::core

@@ -1,0 +1,69 @@
+// Builds every component of a training pipeline from the config through the registries:
+// one builder per config message, each returning absl::StatusOr with errors that name the
+// config field ("model.options: ...", "train_data.augmentations[2].type: ...").
+#ifndef VISION_CORE_PIPELINE_BUILDER_H_
+#define VISION_CORE_PIPELINE_BUILDER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/augmentation.h"
+#include "core/comm_strategy.h"
+#include "core/config/pipeline.pb.h"
+#include "core/dataset.h"
+#include "core/evaluator.h"
+#include "core/lr_schedule.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+
+namespace vision::core {
+
+absl::StatusOr<std::shared_ptr<Model>> BuildModel(const PluginSpec& spec);
+
+absl::StatusOr<std::unique_ptr<Dataset>> BuildDataset(const DataConfig& data,
+                                                      const std::string& field);
+
+absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(
+    const DataConfig& data, const std::string& field);
+
+// Parameter groups (core/param_groups.h) with the learning rate scaled by the linear scaling
+// rule for `global_batch_size` images per optimizer step.
+absl::StatusOr<std::unique_ptr<Optimizer>> BuildOptimizer(const OptimizerConfig& config,
+                                                          const Model& model,
+                                                          int64_t global_batch_size);
+
+// The configured schedule with its warmup (core/lr_warmup.h).
+absl::StatusOr<std::unique_ptr<LrSchedule>> BuildLrSchedule(const LrScheduleConfig& config);
+
+// Null when the config names no strategy (a single process needs none).
+absl::StatusOr<std::unique_ptr<CommStrategy>> BuildCommStrategy(const DistributedConfig& config);
+
+// Null when the config names no evaluator.
+absl::StatusOr<std::unique_ptr<Evaluator>> BuildEvaluator(const EvaluationConfig& config);
+
+// Everything a training run is made of.
+struct Pipeline {
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Dataset> train_dataset;
+  std::vector<std::unique_ptr<Augmentation>> train_augmentations;
+  std::unique_ptr<Dataset> eval_dataset;  // null without eval_data
+  std::vector<std::unique_ptr<Augmentation>> eval_augmentations;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> lr_schedule;
+  std::unique_ptr<CommStrategy> comm_strategy;  // null without distributed.strategy
+  std::unique_ptr<Evaluator> evaluator;         // null without evaluation.evaluator
+  int64_t global_batch_size = 0;
+  double scaled_lr = 0;
+};
+
+// Builds all components for a job of `world_size` processes.
+absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int world_size);
+
+// One line per role: "model: DBNet (12.3M parameters)", "optimizer: SGD, lr 0.007 ...".
+std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& pipeline);
+
+}  // namespace vision::core
+
+#endif  // VISION_CORE_PIPELINE_BUILDER_H_
