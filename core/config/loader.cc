@@ -1,14 +1,20 @@
 #include "core/config/loader.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/any.pb.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -33,6 +39,11 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
 };
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config path '", path, "' is not a regular file. Pass a .pbtxt file with --config."));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat("cannot open config file '", path,
@@ -97,6 +108,57 @@ bool ValidDevice(const std::string& device) {
   return true;
 }
 
+// Protobuf's MergeFrom treats an Any as opaque bytes, so an override of one plugin option
+// would erase the plugin's other options. This merge descends into Any payloads of the same
+// type: `--override='model { options { [type.googleapis.com/X] { k: 30 } } }'` changes k only.
+void MergeAnyAware(const google::protobuf::Message& from, google::protobuf::Message* to) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* from_reflection = from.GetReflection();
+  const google::protobuf::Reflection* to_reflection = to->GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  from_reflection->ListFields(from, &fields);
+  // Scalars replace and repeated fields append (the standard merge) in one MergeFrom of a copy
+  // without the singular message fields, which are merged recursively below.
+  std::unique_ptr<google::protobuf::Message> flat(from.New());
+  flat->CopyFrom(from);
+  std::vector<const FieldDescriptor*> nested;
+  for (const FieldDescriptor* field : fields) {
+    if (!field->is_repeated() && field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      flat->GetReflection()->ClearField(flat.get(), field);
+      nested.push_back(field);
+    }
+  }
+  to->MergeFrom(*flat);
+  for (const FieldDescriptor* field : nested) {
+    const google::protobuf::Message& from_sub = from_reflection->GetMessage(from, field);
+    google::protobuf::Message* to_sub = to_reflection->MutableMessage(to, field);
+    auto* from_any = dynamic_cast<const google::protobuf::Any*>(&from_sub);
+    auto* to_any = dynamic_cast<google::protobuf::Any*>(to_sub);
+    if (from_any != nullptr && to_any != nullptr) {
+      const std::string& url = from_any->type_url();
+      const google::protobuf::Descriptor* type =
+          google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(
+              url.substr(url.rfind('/') + 1));
+      if (type != nullptr && to_any->type_url() == url) {
+        // Generated (not dynamic) messages, so nested Any fields are google::protobuf::Any.
+        const google::protobuf::Message* prototype =
+            google::protobuf::MessageFactory::generated_factory()->GetPrototype(type);
+        std::unique_ptr<google::protobuf::Message> from_payload(prototype->New());
+        std::unique_ptr<google::protobuf::Message> to_payload(prototype->New());
+        if (from_payload->ParseFromString(from_any->value()) &&
+            to_payload->ParseFromString(to_any->value())) {
+          MergeAnyAware(*from_payload, to_payload.get());
+          to_payload->SerializeToString(to_any->mutable_value());
+          continue;
+        }
+      }
+      to_any->CopyFrom(*from_any);
+      continue;
+    }
+    MergeAnyAware(from_sub, to_sub);
+  }
+}
+
 }  // namespace
 
 absl::Status MergeConfigText(const std::string& text, const std::string& source,
@@ -104,11 +166,13 @@ absl::Status MergeConfigText(const std::string& text, const std::string& source,
   ErrorCollector errors(source);
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
-  if (!parser.MergeFromString(text, config)) {
+  TrainPipelineConfig parsed;
+  if (!parser.ParseFromString(text, &parsed)) {
     std::string message = errors.errors().empty() ? absl::StrCat(source, ": parse error")
                                                   : absl::StrJoin(errors.errors(), "\n");
     return absl::InvalidArgumentError(message);
   }
+  MergeAnyAware(parsed, config);
   return absl::OkStatus();
 }
 

@@ -1,0 +1,179 @@
+#include "core/config/loader.h"
+
+#include <string>
+
+#include "core/config/test_options.pb.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vision::core {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const char kDir[] = "testdata/configs/";
+
+std::string Path(const char* name) { return std::string(kDir) + name; }
+
+TEST(LoaderTest, LoadsValidConfig) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("valid.pbtxt"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model().type(), "FooModel");
+  testing::FooOptions options;
+  ASSERT_TRUE(c->model().options().UnpackTo(&options));
+  EXPECT_EQ(options.size(), 7);
+  EXPECT_EQ(c->train_data().augmentations_size(), 2);
+  EXPECT_EQ(c->train_data().loader().batch_size(), 4);
+  EXPECT_DOUBLE_EQ(c->optimizer().lr(), 0.007);
+  EXPECT_EQ(c->lr_schedule().warmup_steps(), 10);
+  EXPECT_EQ(c->train().max_steps(), 100);
+  EXPECT_EQ(c->seed(), 42u);  // default
+  EXPECT_EQ(c->device(), "cpu");
+}
+
+TEST(LoaderTest, OverridesMergeInOrder) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(
+      Path("valid.pbtxt"),
+      {"optimizer { lr: 0.01 }", "optimizer { lr: 0.02 } seed: 7",
+       "train_data { augmentations { type: \"Normalize\" } }"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->optimizer().lr(), 0.02);
+  EXPECT_DOUBLE_EQ(c->optimizer().weight_decay(), 0.0001);  // untouched siblings stay
+  EXPECT_EQ(c->optimizer().type(), "SGD");
+  EXPECT_EQ(c->seed(), 7u);
+  ASSERT_EQ(c->train_data().augmentations_size(), 3);  // repeated fields append
+  EXPECT_EQ(c->train_data().augmentations(2).type(), "Normalize");
+}
+
+TEST(LoaderTest, OverrideMergesInsidePluginOptions) {
+  // Protobuf's own merge would replace the whole Any; ours merges its payload.
+  absl::StatusOr<TrainPipelineConfig> base = LoadPipelineConfig(Path("valid.pbtxt"));
+  ASSERT_TRUE(base.ok());
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(
+      Path("valid.pbtxt"),
+      {"model { options { [type.googleapis.com/vision.core.testing.FooOptions] { } } }"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  testing::FooOptions options;
+  ASSERT_TRUE(c->model().options().UnpackTo(&options));
+  EXPECT_EQ(options.size(), 7);  // kept, not reset to the default 3
+  c = LoadPipelineConfig(Path("valid.pbtxt"), {"model { options { "
+                                               "[type.googleapis.com/vision.core.testing.FooOptions]"
+                                               " { size: 9 } } }"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->model().options().UnpackTo(&options));
+  EXPECT_EQ(options.size(), 9);
+  // Another options type replaces the payload (and the plugin will reject it by type).
+  c = LoadPipelineConfig(Path("valid.pbtxt"),
+                         {"model { options { [type.googleapis.com/vision.core.testing.BarOptions]"
+                          " { label: \"x\" } } }"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->model().options().Is<testing::BarOptions>());
+}
+
+TEST(LoaderTest, MalformedFileNamesFileLineColumnAndReason) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("malformed.pbtxt"));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("testdata/configs/malformed.pbtxt:6:6: "));
+  EXPECT_THAT(c.status().message(), HasSubstr("Expected \":\""));
+}
+
+TEST(LoaderTest, UnknownFieldIsReportedWithItsPosition) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("unknown_field.pbtxt"));
+  EXPECT_THAT(c.status().message(), HasSubstr("unknown_field.pbtxt:2:"));
+  EXPECT_THAT(c.status().message(), HasSubstr("optimiser"));
+}
+
+TEST(LoaderTest, UnknownOptionsTypeIsReported) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("unknown_options_type.pbtxt"));
+  EXPECT_THAT(c.status().message(), HasSubstr("unknown_options_type.pbtxt:4:"));
+  EXPECT_THAT(c.status().message(), HasSubstr("vision.NoSuchOptions"));
+}
+
+TEST(LoaderTest, MalformedOverrideIsNamed) {
+  absl::StatusOr<TrainPipelineConfig> c =
+      LoadPipelineConfig(Path("valid.pbtxt"), {"seed: 1", "optimizer { lr: }"});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("--override #2 'optimizer { lr: }':1:17: "));
+}
+
+TEST(LoaderTest, MissingFileIsNotFound) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("no_such.pbtxt"));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(c.status().message(), HasSubstr("cannot open config file 'testdata/configs/no_such.pbtxt'"));
+  EXPECT_THAT(c.status().message(), HasSubstr("No such file or directory"));
+}
+
+TEST(LoaderTest, DirectoryIsNotAConfig) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig("testdata/configs");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("is not a regular file"));
+}
+
+TEST(LoaderTest, InvalidValuesNameEveryFieldPath) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("invalid_values.pbtxt"));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(c.status().message());
+  EXPECT_THAT(message, HasSubstr("invalid_values.pbtxt: invalid config"));
+  EXPECT_THAT(message, HasSubstr("model.type: required"));
+  EXPECT_THAT(message, HasSubstr("train_data.loader.batch_size: must be > 0"));
+  EXPECT_THAT(message, HasSubstr("optimizer.lr: must be > 0, got -0.1"));
+  EXPECT_THAT(message, HasSubstr("train: set exactly one of max_steps or max_epochs"));
+}
+
+TEST(LoaderTest, MissingRequiredFieldsAreListed) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("missing_required.pbtxt"));
+  const std::string message(c.status().message());
+  EXPECT_THAT(message, HasSubstr("model.type: required"));
+  EXPECT_THAT(message, HasSubstr("train_data: required"));
+  EXPECT_THAT(message, HasSubstr("optimizer.type: required"));
+  EXPECT_THAT(message, HasSubstr("optimizer.lr: required"));
+  EXPECT_THAT(message, HasSubstr("checkpoint.output_dir: required"));
+}
+
+TEST(LoaderTest, OverrideCanFixAnInvalidValue) {
+  absl::StatusOr<TrainPipelineConfig> c =
+      LoadPipelineConfig(Path("valid.pbtxt"), {"optimizer { lr: -1 }"});
+  EXPECT_THAT(c.status().message(), HasSubstr("optimizer.lr: must be > 0, got -1"));
+  c = LoadPipelineConfig(Path("valid.pbtxt"), {"optimizer { lr: -1 }", "optimizer { lr: 1 }"});
+  EXPECT_TRUE(c.ok()) << c.status();
+}
+
+TEST(LoaderTest, FingerprintIsStableAndSensitive) {
+  absl::StatusOr<TrainPipelineConfig> a = LoadPipelineConfig(Path("valid.pbtxt"));
+  absl::StatusOr<TrainPipelineConfig> b = LoadPipelineConfig(Path("valid.pbtxt"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(ConfigFingerprint(*a), ConfigFingerprint(*b));
+  EXPECT_EQ(ConfigFingerprint(*a).size(), 16u);
+  // The same content written in another field order gives the same fingerprint.
+  TrainPipelineConfig reordered;
+  ASSERT_TRUE(MergeConfigText("seed: 42 name: \"x\"", "inline", &reordered).ok());
+  TrainPipelineConfig ordered;
+  ASSERT_TRUE(MergeConfigText("name: \"x\" seed: 42", "inline", &ordered).ok());
+  EXPECT_EQ(ConfigFingerprint(reordered), ConfigFingerprint(ordered));
+  absl::StatusOr<TrainPipelineConfig> changed =
+      LoadPipelineConfig(Path("valid.pbtxt"), {"optimizer { lr: 0.0071 }"});
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(ConfigFingerprint(*a), ConfigFingerprint(*changed));
+  // Plugin options count too.
+  changed = LoadPipelineConfig(
+      Path("valid.pbtxt"),
+      {"model { options { [type.googleapis.com/vision.core.testing.FooOptions] { size: 8 } } }"});
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(ConfigFingerprint(*a), ConfigFingerprint(*changed));
+}
+
+TEST(LoaderTest, CanonicalTextExpandsOptions) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("valid.pbtxt"));
+  ASSERT_TRUE(c.ok());
+  const std::string text = ConfigToText(*c);
+  EXPECT_THAT(text, HasSubstr("[type.googleapis.com/vision.core.testing.FooOptions]"));
+  EXPECT_THAT(text, HasSubstr("size: 7"));
+  EXPECT_THAT(text, Not(HasSubstr("value: \"")));  // no opaque Any bytes
+  TrainPipelineConfig round_trip;
+  ASSERT_TRUE(MergeConfigText(text, "round trip", &round_trip).ok());
+  EXPECT_EQ(ConfigFingerprint(round_trip), ConfigFingerprint(*c));
+}
+
+}  // namespace
+}  // namespace vision::core
