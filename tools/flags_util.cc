@@ -1,0 +1,30 @@
+#include "tools/flags_util.h"
+
+#include <cstring>
+
+namespace vision::tools {
+
+std::vector<std::string> ExtractRepeatedFlag(const std::string& name, int* argc, char** argv) {
+  const std::string with_equals = "--" + name + "=";
+  const std::string bare = "--" + name;
+  std::vector<std::string> values;
+  int out = 0;
+  for (int i = 0; i < *argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {  // everything after "--" belongs to someone else
+      for (; i < *argc; ++i) argv[out++] = argv[i];
+      break;
+    }
+    if (arg.rfind(with_equals, 0) == 0) {
+      values.push_back(arg.substr(with_equals.size()));
+    } else if (arg == bare && i + 1 < *argc) {
+      values.push_back(argv[++i]);
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  *argc = out;
+  return values;
+}
+
+}  // namespace vision::tools

@@ -1,0 +1,98 @@
+// The training driver:
+//   bazel run //tools:train -- --config=models/dbnet/configs/quickstart.pbtxt
+//       [--override='optimizer { lr: 0.01 }' ...] [--dry_run] [--list_plugins]
+// Parses flags, loads the config, builds every component through the registries and runs.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_join.h"
+#include "core/augmentation.h"
+#include "core/backbone.h"
+#include "core/comm_strategy.h"
+#include "core/config/loader.h"
+#include "core/dataset.h"
+#include "core/evaluator.h"
+#include "core/lr_schedule.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "core/pipeline_builder.h"
+#include "tools/flags_util.h"
+
+ABSL_FLAG(std::string, config, "", "Path of the pipeline config (.pbtxt).");
+ABSL_FLAG(bool, dry_run, false,
+          "Build every component from the config, print the resolved config and the plugin "
+          "chosen for each role, and exit without training or writing anything.");
+ABSL_FLAG(bool, list_plugins, false, "Print the registered plugins of every family and exit.");
+
+namespace vision::tools {
+namespace {
+
+template <typename RegistryT>
+void PrintFamily(const char* title) {
+  const std::vector<std::string> names = RegistryT::Get().Names();
+  std::printf("%-15s %s\n", title, names.empty() ? "(none)" : absl::StrJoin(names, ", ").c_str());
+}
+
+void ListPlugins() {
+  PrintFamily<core::ModelRegistry>("models:");
+  PrintFamily<core::BackboneRegistry>("backbones:");
+  PrintFamily<core::DatasetRegistry>("datasets:");
+  PrintFamily<core::AugmentationRegistry>("augmentations:");
+  PrintFamily<core::OptimizerRegistry>("optimizers:");
+  PrintFamily<core::LrScheduleRegistry>("lr schedules:");
+  PrintFamily<core::CommStrategyRegistry>("comm strategies:");
+  PrintFamily<core::EvaluatorRegistry>("evaluators:");
+}
+
+absl::Status Run(const std::vector<std::string>& overrides) {
+  if (absl::GetFlag(FLAGS_list_plugins)) {
+    ListPlugins();
+    return absl::OkStatus();
+  }
+  const std::string path = absl::GetFlag(FLAGS_config);
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        "--config is required: the pipeline config, e.g. "
+        "--config=models/dbnet/configs/quickstart.pbtxt");
+  }
+  absl::StatusOr<core::TrainPipelineConfig> config = core::LoadPipelineConfig(path, overrides);
+  if (!config.ok()) return config.status();
+  const int world_size = 1;
+  absl::StatusOr<core::Pipeline> pipeline = core::BuildPipeline(*config, world_size);
+  if (!pipeline.ok()) {
+    return absl::Status(pipeline.status().code(),
+                        absl::StrCat(path, ": ", pipeline.status().message()));
+  }
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    std::printf("# Resolved config (%s, fingerprint %s)\n%s\n# Components (world size %d)\n%s\n",
+                path.c_str(), core::ConfigFingerprint(*config).c_str(),
+                core::ConfigToText(*config).c_str(), world_size,
+                core::DescribePipeline(*config, *pipeline).c_str());
+    return absl::OkStatus();
+  }
+  return absl::UnimplementedError(
+      "training itself is not built yet (see the Training engine issue); use --dry_run");
+}
+
+}  // namespace
+}  // namespace vision::tools
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Trains a model from a pipeline config.\n"
+      "  train --config=FILE [--override='TEXT' ...] [--dry_run] [--list_plugins]\n"
+      "--override merges text-format config (repeatable, applied in order).");
+  std::vector<std::string> overrides = vision::tools::ExtractRepeatedFlag("override", &argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  const absl::Status status = vision::tools::Run(overrides);
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
