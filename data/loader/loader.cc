@@ -1,0 +1,234 @@
+#include "data/loader/loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <opencv2/imgproc.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace vision::data {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::string SampleName(const core::Sample& sample, int64_t index) {
+  if (!sample.image_path.empty()) return sample.image_path;
+  if (!sample.id.empty()) return sample.id;
+  return absl::StrCat("sample ", index);
+}
+
+// HxWxC cv::Mat (float32, RGB) into a CxHxW slice of `out`.
+void CopyImage(const cv::Mat& image, at::Tensor out) {
+  cv::Mat rgb;
+  if (image.depth() == CV_8U) {
+    cv::cvtColor(image, rgb, cv::COLOR_BGR2RGB);
+    rgb.convertTo(rgb, CV_32F, 1.0 / 255.0);
+  } else {
+    image.convertTo(rgb, CV_32F);
+  }
+  if (!rgb.isContinuous()) rgb = rgb.clone();
+  at::Tensor hwc = at::from_blob(rgb.data, {rgb.rows, rgb.cols, rgb.channels()}, at::kFloat);
+  out.slice(1, 0, rgb.rows).slice(2, 0, rgb.cols).copy_(hwc.permute({2, 0, 1}));
+}
+
+void CopyMap(const cv::Mat& map, at::Tensor out) {
+  cv::Mat f;
+  map.convertTo(f, CV_32F);
+  if (!f.isContinuous()) f = f.clone();
+  out.slice(0, 0, f.rows).slice(1, 0, f.cols).copy_(at::from_blob(f.data, {f.rows, f.cols}, at::kFloat));
+}
+
+}  // namespace
+
+uint64_t SampleSeed(uint64_t seed, int64_t epoch, int64_t index) {
+  return SplitMix64(SplitMix64(SplitMix64(seed) ^ static_cast<uint64_t>(epoch)) ^
+                    static_cast<uint64_t>(index));
+}
+
+absl::StatusOr<core::Sample> LoadSample(const core::Dataset& dataset,
+                                        const std::vector<const core::Augmentation*>& augmentations,
+                                        const core::TargetGenerator* targets, int64_t index,
+                                        uint64_t seed, int64_t epoch) {
+  absl::StatusOr<core::Sample> sample = dataset.Load(index);
+  if (!sample.ok()) return sample.status();
+  std::mt19937_64 rng(SampleSeed(seed, epoch, index));
+  try {
+    for (const core::Augmentation* augmentation : augmentations) {
+      if (absl::Status s = augmentation->Apply(&*sample, rng); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(SampleName(*sample, index), ": ", s.message()));
+      }
+    }
+    if (targets != nullptr) {
+      if (absl::Status s = targets->Generate(&*sample); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(SampleName(*sample, index),
+                                                   ": target generation: ", s.message()));
+      }
+    }
+  } catch (const cv::Exception& e) {
+    return absl::InternalError(absl::StrCat(SampleName(*sample, index), ": OpenCV: ", e.what()));
+  }
+  return sample;
+}
+
+absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples, bool pin_memory) {
+  if (samples.empty()) return absl::InvalidArgumentError("cannot collate an empty batch");
+  int height = 0, width = 0;
+  for (const core::Sample& s : samples) {
+    if (s.image.empty() || s.image.channels() != 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(s.image_path, ": expected a 3-channel image, got ", s.image.channels()));
+    }
+    height = std::max(height, s.image.rows);
+    width = std::max(width, s.image.cols);
+  }
+  const int64_t n = static_cast<int64_t>(samples.size());
+  core::Batch batch;
+  batch.images = at::zeros({n, 3, height, width}, at::kFloat);
+  for (const auto& [name, map] : samples.front().targets) {
+    batch.targets[name] = at::zeros({n, height, width}, at::kFloat);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    core::Sample& s = samples[i];
+    CopyImage(s.image, batch.images[i]);
+    for (auto& [name, tensor] : batch.targets) {
+      auto it = s.targets.find(name);
+      if (it == s.targets.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(s.image_path, ": target '", name, "' missing from this sample"));
+      }
+      CopyMap(it->second, tensor[i]);
+    }
+    s.image.release();
+    s.targets.clear();
+  }
+#ifdef VISION_WITH_CUDA
+  if (pin_memory) {
+    batch.images = batch.images.pin_memory();
+    for (auto& [name, tensor] : batch.targets) tensor = tensor.pin_memory();
+  }
+#else
+  (void)pin_memory;
+#endif
+  batch.samples = std::move(samples);
+  return batch;
+}
+
+DataLoader::DataLoader(const core::Dataset& dataset,
+                       std::vector<const core::Augmentation*> augmentations,
+                       std::shared_ptr<const core::TargetGenerator> targets, LoaderOptions options)
+    : dataset_(dataset),
+      augmentations_(std::move(augmentations)),
+      targets_(std::move(targets)),
+      options_(options) {}
+
+DataLoader::~DataLoader() { StopWorkers(); }
+
+void DataLoader::StopWorkers() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+  workers_.clear();
+  ready_.clear();
+}
+
+void DataLoader::StartEpoch(int64_t epoch, std::vector<int64_t> indices, int64_t first_batch) {
+  StopWorkers();
+  const int64_t b = options_.batch_size;
+  const int64_t n = static_cast<int64_t>(indices.size());
+  epoch_ = epoch;
+  indices_ = std::move(indices);
+  num_batches_ = options_.drop_last ? n / b : (n + b - 1) / b;
+  next_to_claim_ = next_to_return_ = std::clamp<int64_t>(first_batch, 0, num_batches_);
+  stopping_ = false;
+  for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+absl::StatusOr<core::Batch> DataLoader::MakeBatch(int64_t batch_index) {
+  const int64_t b = options_.batch_size;
+  const int64_t begin = batch_index * b;
+  const int64_t end = std::min<int64_t>(begin + b, static_cast<int64_t>(indices_.size()));
+  std::vector<core::Sample> samples;
+  samples.reserve(end - begin);
+  for (int64_t i = begin; i < end; ++i) {
+    absl::StatusOr<core::Sample> sample = LoadSample(dataset_, augmentations_, targets_.get(),
+                                                     indices_[i], options_.seed, epoch_);
+    if (sample.ok()) {
+      samples.push_back(std::move(sample).value());
+    } else if (options_.skip_bad_samples) {
+      skipped_samples_.fetch_add(1);
+      std::fprintf(stderr, "warning: skipping bad sample %lld: %s\n",
+                   static_cast<long long>(indices_[i]), std::string(sample.status().message()).c_str());
+    } else {
+      return absl::Status(sample.status().code(),
+                          absl::StrCat("loading sample ", indices_[i], " of epoch ", epoch_, ": ",
+                                       sample.status().message(),
+                                       " (set loader { on_bad_sample: SKIP } to skip such samples)"));
+    }
+  }
+  if (samples.empty()) {
+    return absl::DataLossError(absl::StrCat("every sample of batch ", batch_index, " was bad"));
+  }
+  try {
+    return Collate(std::move(samples), options_.pin_memory);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("collating batch ", batch_index, ": ",
+                                            e.what_without_backtrace()));
+  }
+}
+
+void DataLoader::WorkerLoop() {
+  while (true) {
+    int64_t k;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] {
+        return stopping_ || next_to_claim_ >= num_batches_ ||
+               next_to_claim_ < next_to_return_ + options_.prefetch_batches;
+      });
+      if (stopping_ || next_to_claim_ >= num_batches_) return;
+      k = next_to_claim_++;
+    }
+    absl::StatusOr<core::Batch> batch = MakeBatch(k);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ready_.emplace(k, std::move(batch));
+    }
+    changed_.notify_all();
+  }
+}
+
+absl::StatusOr<std::optional<core::Batch>> DataLoader::Next() {
+  if (next_to_return_ >= num_batches_) return std::optional<core::Batch>();
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<core::Batch> batch = absl::UnknownError("unset");
+  if (workers_.empty()) {
+    batch = MakeBatch(next_to_return_++);
+  } else {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return ready_.count(next_to_return_) > 0; });
+    auto it = ready_.find(next_to_return_);
+    batch = std::move(it->second);
+    ready_.erase(it);
+    ++next_to_return_;
+    lock.unlock();
+    changed_.notify_all();
+  }
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!batch.ok()) return batch.status();
+  return std::optional<core::Batch>(std::move(batch).value());
+}
+
+}  // namespace vision::data
