@@ -1,0 +1,34 @@
+// Exponential moving average of a model's parameters (buffers are copied), used for
+// evaluation when enabled: ema = decay * ema + (1 - decay) * current after every step.
+#ifndef VISION_ENGINE_EMA_H_
+#define VISION_ENGINE_EMA_H_
+
+#include <map>
+#include <string>
+
+#include <torch/nn/module.h>
+
+namespace vision::engine {
+
+class ModelEma {
+ public:
+  ModelEma(const torch::nn::Module& model, double decay);
+
+  void Update(const torch::nn::Module& model);
+
+  // Swaps the averaged values into `model` (and back on the second call), so evaluation
+  // can run on the EMA weights without a second copy of the network.
+  void Swap(torch::nn::Module& model);
+
+  double decay() const { return decay_; }
+  const std::map<std::string, at::Tensor>& values() const { return values_; }
+  std::map<std::string, at::Tensor>& mutable_values() { return values_; }
+
+ private:
+  double decay_;
+  std::map<std::string, at::Tensor> values_;  // parameters and buffers by name
+};
+
+}  // namespace vision::engine
+
+#endif  // VISION_ENGINE_EMA_H_
