@@ -1,0 +1,309 @@
+#include "data/datasets/icdar2015/icdar2015_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace vision::data::datasets::icdar2015 {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kUtf8ByteOrderMark[] = "\xEF\xBB\xBF";
+constexpr char kDontCare[] = "###";
+constexpr int kNumCoordinates = 8;
+constexpr const char* kCoordinateNames[kNumCoordinates] = {"x1", "y1", "x2", "y2",
+                                                           "x3", "y3", "x4", "y4"};
+
+struct SplitLayout {
+  const char* images;
+  const char* ground_truth;
+};
+
+absl::StatusOr<SplitLayout> LayoutOf(absl::string_view split) {
+  if (split == "train") {
+    return SplitLayout{"ch4_training_images", "ch4_training_localization_transcription_gt"};
+  }
+  if (split == "test") return SplitLayout{"ch4_test_images", "Challenge4_Test_Task1_GT"};
+  return absl::InvalidArgumentError(absl::StrCat("ICDAR2015Options.split: unknown split '", split,
+                                                 "'; use \"train\" or \"test\""));
+}
+
+// Long lines are cut in messages so that a binary file read as text stays readable.
+std::string Excerpt(absl::string_view line) {
+  constexpr size_t kMax = 80;
+  if (line.size() <= kMax) return std::string(line);
+  return absl::StrCat(line.substr(0, kMax), "...");
+}
+
+bool IsImageFile(const fs::path& path) {
+  std::string extension = absl::AsciiStrToLower(path.extension().string());
+  return extension == ".jpg" || extension == ".jpeg" || extension == ".png";
+}
+
+// `path` if absolute, else `path` under `root`.
+std::string ResolveUnder(const std::string& root, const std::string& path) {
+  fs::path p(path);
+  return p.is_absolute() ? p.string() : (fs::path(root) / p).string();
+}
+
+absl::Status CheckDirectory(const std::string& path, absl::string_view what,
+                            absl::string_view hint) {
+  std::error_code error;
+  if (fs::is_directory(path, error)) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(
+      "ICDAR2015: ", what, " directory '", path, "' ",
+      fs::exists(path, error) ? "is not a directory" : "does not exist", " (", hint, ")"));
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot open the file"));
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  if (file.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
+  return contents.str();
+}
+
+// Parses one non-empty line; errors are prefixed by the caller with file and line.
+absl::StatusOr<core::TextInstance> ParseLine(absl::string_view line, cv::Size image_size) {
+  // The transcription is everything after the eighth comma, commas included.
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(line, absl::MaxSplits(',', kNumCoordinates));
+  if (fields.size() <= kNumCoordinates) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected 8 coordinates and a transcription (x1,y1,x2,y2,x3,y3,x4,y4,text) but found ",
+        fields.size(), " comma-separated field", fields.size() == 1 ? "" : "s", " in '",
+        Excerpt(line), "'"));
+  }
+  core::TextInstance instance;
+  float values[kNumCoordinates];
+  for (int i = 0; i < kNumCoordinates; ++i) {
+    absl::string_view field = absl::StripAsciiWhitespace(fields[i]);
+    if (!absl::SimpleAtof(field, &values[i]) || !std::isfinite(values[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("coordinate ", kCoordinateNames[i], " is '",
+                                                     Excerpt(fields[i]), "', not a number (in '",
+                                                     Excerpt(line), "')"));
+    }
+  }
+  for (int i = 0; i < kNumCoordinates; i += 2) {
+    instance.polygon.emplace_back(values[i], values[i + 1]);
+  }
+  std::set<std::pair<float, float>> distinct;
+  for (const cv::Point2f& p : instance.polygon) distinct.emplace(p.x, p.y);
+  if (distinct.size() < 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the polygon has only ", distinct.size(),
+        " distinct point(s); a text region needs at least 3 (in '", Excerpt(line), "')"));
+  }
+  if (!image_size.empty()) {
+    const float max_x = static_cast<float>(image_size.width - 1);
+    const float max_y = static_cast<float>(image_size.height - 1);
+    const float slack_x = static_cast<float>(kMaxOutsideFraction * image_size.width);
+    const float slack_y = static_cast<float>(kMaxOutsideFraction * image_size.height);
+    for (cv::Point2f& p : instance.polygon) {
+      if (p.x < -slack_x || p.x > max_x + slack_x || p.y < -slack_y || p.y > max_y + slack_y) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "point (", p.x, ", ", p.y, ") lies far outside the ", image_size.width, "x",
+            image_size.height, " image (more than ", 100 * kMaxOutsideFraction,
+            "% of its size beyond the border); is this the ground truth of another image?"));
+      }
+      p.x = std::clamp(p.x, 0.0f, max_x);
+      p.y = std::clamp(p.y, 0.0f, max_y);
+    }
+  }
+  instance.transcription = std::string(fields[kNumCoordinates]);
+  // A word lying wholly off the image clamps to a line along the border: nothing of it is
+  // visible, so it may be neither required nor learned.
+  instance.ignore = instance.transcription == kDontCare ||
+                    (!image_size.empty() && cv::contourArea(instance.polygon) < 1.0);
+  return instance;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<core::TextInstance>> ParseIcdarGroundTruth(absl::string_view text,
+                                                                      absl::string_view file_name,
+                                                                      cv::Size image_size) {
+  absl::ConsumePrefix(&text, kUtf8ByteOrderMark);
+  std::vector<core::TextInstance> instances;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    absl::ConsumeSuffix(&line, "\r");
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    absl::StatusOr<core::TextInstance> instance = ParseLine(line, image_size);
+    if (!instance.ok()) {
+      return absl::Status(instance.status().code(), absl::StrCat(file_name, ":", line_number, ": ",
+                                                                 instance.status().message()));
+    }
+    instances.push_back(std::move(instance).value());
+  }
+  return instances;
+}
+
+bool NaturalLess(absl::string_view a, absl::string_view b) {
+  size_t i = 0;
+  size_t j = 0;
+  while (i < a.size() && j < b.size()) {
+    const bool digit_a = absl::ascii_isdigit(static_cast<unsigned char>(a[i]));
+    const bool digit_b = absl::ascii_isdigit(static_cast<unsigned char>(b[j]));
+    if (digit_a && digit_b) {
+      // Compare the two digit runs by value: without leading zeros, shorter is smaller.
+      size_t end_a = i;
+      size_t end_b = j;
+      while (end_a < a.size() && absl::ascii_isdigit(static_cast<unsigned char>(a[end_a]))) {
+        ++end_a;
+      }
+      while (end_b < b.size() && absl::ascii_isdigit(static_cast<unsigned char>(b[end_b]))) {
+        ++end_b;
+      }
+      absl::string_view run_a = a.substr(i, end_a - i);
+      absl::string_view run_b = b.substr(j, end_b - j);
+      while (run_a.size() > 1 && run_a[0] == '0') run_a.remove_prefix(1);
+      while (run_b.size() > 1 && run_b[0] == '0') run_b.remove_prefix(1);
+      if (run_a.size() != run_b.size()) return run_a.size() < run_b.size();
+      if (run_a != run_b) return run_a < run_b;
+      i = end_a;
+      j = end_b;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  if (a.size() - i != b.size() - j) return a.size() - i < b.size() - j;
+  // Equal up to leading zeros ("img_01" vs "img_1"): fall back to a strict total order.
+  return a < b;
+}
+
+std::string ICDAR2015Dataset::GroundTruthFileName(absl::string_view image_file_name) {
+  return absl::StrCat("gt_", fs::path(std::string(image_file_name)).stem().string(), ".txt");
+}
+
+ICDAR2015Dataset::ICDAR2015Dataset(std::string root, std::string split, std::string image_dir,
+                                   std::string gt_dir, std::vector<std::string> image_names)
+    : root_(std::move(root)),
+      split_(std::move(split)),
+      image_dir_(std::move(image_dir)),
+      gt_dir_(std::move(gt_dir)),
+      image_names_(std::move(image_names)) {}
+
+absl::StatusOr<std::unique_ptr<ICDAR2015Dataset>> ICDAR2015Dataset::Create(
+    const ICDAR2015Options& options) {
+  if (options.root().empty()) {
+    return absl::InvalidArgumentError(
+        "ICDAR2015Options.root is empty: set it to the directory that holds "
+        "ch4_training_images/, ch4_training_localization_transcription_gt/, ch4_test_images/ "
+        "and Challenge4_Test_Task1_GT/");
+  }
+  absl::StatusOr<SplitLayout> layout = LayoutOf(options.split());
+  if (!layout.ok()) return layout.status();
+
+  const std::string image_dir = ResolveUnder(
+      options.root(), options.image_dir().empty() ? layout->images : options.image_dir());
+  const std::string gt_dir = ResolveUnder(
+      options.root(), options.gt_dir().empty() ? layout->ground_truth : options.gt_dir());
+  const std::string where =
+      absl::StrCat("split '", options.split(), "' under root '", options.root(), "'");
+  if (absl::Status status = CheckDirectory(
+          image_dir, "image",
+          options.image_dir().empty()
+              ? absl::StrCat("expected ", layout->images, "/ for ", where,
+                             "; set image_dir to use another directory")
+              : absl::StrCat("from ICDAR2015Options.image_dir '", options.image_dir(), "'"));
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = CheckDirectory(
+          gt_dir, "ground-truth",
+          options.gt_dir().empty()
+              ? absl::StrCat("expected ", layout->ground_truth, "/ for ", where,
+                             "; set gt_dir to use another directory")
+              : absl::StrCat("from ICDAR2015Options.gt_dir '", options.gt_dir(), "'"));
+      !status.ok()) {
+    return status;
+  }
+
+  std::vector<std::string> image_names;
+  std::error_code error;
+  for (fs::directory_iterator it(image_dir, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_regular_file(error) && IsImageFile(it->path())) {
+      image_names.push_back(it->path().filename().string());
+    }
+  }
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("ICDAR2015: cannot list '", image_dir, "': ", error.message()));
+  }
+  if (image_names.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("ICDAR2015: no images (*.jpg, *.jpeg, *.png) in '", image_dir, "'"));
+  }
+  std::sort(image_names.begin(), image_names.end(),
+            [](const std::string& a, const std::string& b) { return NaturalLess(a, b); });
+  return std::unique_ptr<ICDAR2015Dataset>(new ICDAR2015Dataset(
+      options.root(), options.split(), image_dir, gt_dir, std::move(image_names)));
+}
+
+absl::StatusOr<core::Sample> ICDAR2015Dataset::Load(int64_t index) const {
+  if (index < 0 || index >= Size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("ICDAR2015: sample index ", index, " is outside [0, ", Size(), ")"));
+  }
+  const std::string& name = image_names_[index];
+  core::Sample sample;
+  sample.id = name;
+  sample.image_path = (fs::path(image_dir_) / name).string();
+  const std::string gt_path = (fs::path(gt_dir_) / GroundTruthFileName(name)).string();
+
+  std::error_code error;
+  if (!fs::exists(gt_path, error)) {
+    return absl::NotFoundError(
+        absl::StrCat(gt_path, ": missing ground truth for image ", sample.image_path));
+  }
+  try {
+    sample.image = cv::imread(sample.image_path, cv::IMREAD_COLOR);
+  } catch (const cv::Exception& e) {
+    return absl::DataLossError(
+        absl::StrCat(sample.image_path, ": could not decode the image: ", e.what()));
+  }
+  if (sample.image.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        sample.image_path, ": could not decode the image (truncated, empty or not an image)"));
+  }
+  sample.original_height = sample.image.rows;
+  sample.original_width = sample.image.cols;
+
+  absl::StatusOr<std::string> text = ReadFile(gt_path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<core::TextInstance>> texts =
+      ParseIcdarGroundTruth(*text, gt_path, sample.image.size());
+  if (!texts.ok()) return texts.status();
+  sample.texts = std::move(texts).value();
+  return sample;
+}
+
+std::string ICDAR2015Dataset::Describe() const {
+  return absl::StrCat("ICDAR2015(root=", root_, ", split=", split_, ", images=", image_dir_,
+                      ", gt=", gt_dir_, "): ", Size(), " samples");
+}
+
+VISION_REGISTER_PLUGIN(core::DatasetRegistry, "ICDAR2015", ICDAR2015Dataset, ICDAR2015Options);
+
+}  // namespace vision::data::datasets::icdar2015
