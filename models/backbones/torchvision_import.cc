@@ -1,0 +1,715 @@
+#include "models/backbones/torchvision_import.h"
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/nn/module.h>
+#include <torch/utils.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+
+namespace vision::models::backbones {
+namespace {
+
+// A value of the pickle machine. Containers are shared and mutable because the pickle memo
+// refers to a dict before SETITEMS fills it.
+struct Value;
+using ValuePtr = std::shared_ptr<Value>;
+
+struct Value {
+  enum class Kind {
+    kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage, kTensor
+  };
+
+  explicit Value(Kind k) : kind(k) {}
+
+  Kind kind;
+  int64_t integer = 0;  // kBool, kInt
+  double number = 0;    // kFloat
+  std::string text;     // kString; "module.name" for kGlobal
+  std::vector<ValuePtr> items;                          // kTuple, kList
+  std::vector<std::pair<ValuePtr, ValuePtr>> entries;   // kDict, in insertion order
+  // kStorage: the archive record data/<record> holding `numel` elements of `dtype`.
+  std::string record;
+  at::ScalarType dtype = at::kFloat;
+  int64_t numel = 0;
+  // kTensor: a strided view of `storage`.
+  ValuePtr storage;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+};
+
+const char* KindName(Value::Kind kind) {
+  switch (kind) {
+    case Value::Kind::kNone: return "None";
+    case Value::Kind::kBool: return "bool";
+    case Value::Kind::kInt: return "int";
+    case Value::Kind::kFloat: return "float";
+    case Value::Kind::kString: return "str";
+    case Value::Kind::kTuple: return "tuple";
+    case Value::Kind::kList: return "list";
+    case Value::Kind::kDict: return "dict";
+    case Value::Kind::kGlobal: return "class or function";
+    case Value::Kind::kStorage: return "storage";
+    case Value::Kind::kTensor: return "tensor";
+  }
+  return "?";
+}
+
+ValuePtr MakeValue(Value::Kind kind) { return std::make_shared<Value>(kind); }
+
+// torch.save names a storage's element type by its legacy class, e.g. torch.FloatStorage.
+bool StorageDtype(const std::string& global, at::ScalarType* dtype) {
+  static const auto* const kTypes = new std::map<std::string, at::ScalarType>{
+      {"torch.FloatStorage", at::kFloat},     {"torch.DoubleStorage", at::kDouble},
+      {"torch.HalfStorage", at::kHalf},       {"torch.BFloat16Storage", at::kBFloat16},
+      {"torch.LongStorage", at::kLong},       {"torch.IntStorage", at::kInt},
+      {"torch.ShortStorage", at::kShort},     {"torch.CharStorage", at::kChar},
+      {"torch.ByteStorage", at::kByte},       {"torch.BoolStorage", at::kBool},
+      {"torch.UntypedStorage", at::kByte},
+  };
+  auto it = kTypes->find(global);
+  if (it == kTypes->end()) return false;
+  *dtype = it->second;
+  return true;
+}
+
+// Interprets a pickle stream as torch.save writes it. Persistent ids refer to storages in the
+// archive; they are only recorded here and read when a tensor is materialised.
+class Unpickler {
+ public:
+  Unpickler(absl::string_view data, std::string where) : data_(data), where_(std::move(where)) {}
+
+  absl::StatusOr<ValuePtr> Run() {
+    while (true) {
+      if (pos_ >= data_.size()) return Error("the pickle ends without STOP");
+      const size_t op_pos = pos_;
+      const uint8_t op = static_cast<uint8_t>(data_[pos_++]);
+      if (op == '.') {  // STOP
+        if (stack_.size() != 1) return Error("STOP with a malformed stack");
+        return stack_.back();
+      }
+      if (absl::Status status = Step(op); !status.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where_, " at byte ", op_pos, " (opcode 0x", absl::Hex(op), "): ",
+                         status.message()));
+      }
+    }
+  }
+
+ private:
+  absl::Status Error(absl::string_view what) const {
+    return absl::InvalidArgumentError(absl::StrCat(where_, ": ", what));
+  }
+
+  absl::Status Need(size_t bytes) const {
+    if (data_.size() - pos_ < bytes) return absl::InvalidArgumentError("truncated pickle");
+    return absl::OkStatus();
+  }
+
+  // Little-endian unsigned integer of `bytes` bytes.
+  uint64_t ReadUnsigned(size_t bytes) {
+    uint64_t value = 0;
+    for (size_t i = 0; i < bytes; ++i) {
+      value |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+    }
+    pos_ += bytes;
+    return value;
+  }
+
+  absl::Status ReadLine(std::string* line) {
+    const size_t end = data_.find('\n', pos_);
+    if (end == absl::string_view::npos) return absl::InvalidArgumentError("truncated GLOBAL");
+    *line = std::string(data_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return absl::OkStatus();
+  }
+
+  absl::Status PushString(size_t length_bytes) {
+    if (absl::Status s = Need(length_bytes); !s.ok()) return s;
+    const uint64_t length = ReadUnsigned(length_bytes);
+    if (absl::Status s = Need(length); !s.ok()) return s;
+    ValuePtr value = MakeValue(Value::Kind::kString);
+    value->text = std::string(data_.substr(pos_, length));
+    pos_ += length;
+    stack_.push_back(std::move(value));
+    return absl::OkStatus();
+  }
+
+  void PushInt(int64_t integer) {
+    ValuePtr value = MakeValue(Value::Kind::kInt);
+    value->integer = integer;
+    stack_.push_back(std::move(value));
+  }
+
+  absl::Status NeedStack(size_t n) const {
+    if (stack_.size() < n) return absl::InvalidArgumentError("stack underflow");
+    return absl::OkStatus();
+  }
+
+  ValuePtr Pop() {
+    ValuePtr value = std::move(stack_.back());
+    stack_.pop_back();
+    return value;
+  }
+
+  // Pops everything above the last MARK.
+  absl::StatusOr<std::vector<ValuePtr>> PopToMark() {
+    if (marks_.empty()) return absl::InvalidArgumentError("no MARK on the stack");
+    const size_t mark = marks_.back();
+    marks_.pop_back();
+    if (mark > stack_.size()) return absl::InvalidArgumentError("MARK above the stack");
+    std::vector<ValuePtr> items(std::make_move_iterator(stack_.begin() + mark),
+                                std::make_move_iterator(stack_.end()));
+    stack_.resize(mark);
+    return items;
+  }
+
+  absl::Status PushTuple(std::vector<ValuePtr> items) {
+    ValuePtr tuple = MakeValue(Value::Kind::kTuple);
+    tuple->items = std::move(items);
+    stack_.push_back(std::move(tuple));
+    return absl::OkStatus();
+  }
+
+  absl::Status AddItems(const ValuePtr& target, const std::vector<ValuePtr>& items, bool pairs) {
+    if (pairs) {
+      if (target->kind != Value::Kind::kDict) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("SETITEM(S) on a ", KindName(target->kind)));
+      }
+      if (items.size() % 2 != 0) return absl::InvalidArgumentError("odd SETITEMS");
+      for (size_t i = 0; i < items.size(); i += 2) {
+        target->entries.emplace_back(items[i], items[i + 1]);
+      }
+      return absl::OkStatus();
+    }
+    if (target->kind != Value::Kind::kList) {
+      return absl::InvalidArgumentError(absl::StrCat("APPEND(S) on a ", KindName(target->kind)));
+    }
+    target->items.insert(target->items.end(), items.begin(), items.end());
+    return absl::OkStatus();
+  }
+
+  absl::Status Memoize(uint64_t index) {
+    if (absl::Status s = NeedStack(1); !s.ok()) return s;
+    memo_[index] = stack_.back();
+    return absl::OkStatus();
+  }
+
+  absl::Status Recall(uint64_t index) {
+    auto it = memo_.find(index);
+    if (it == memo_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("memo entry ", index, " is unset"));
+    }
+    stack_.push_back(it->second);
+    return absl::OkStatus();
+  }
+
+  absl::Status PushGlobal(std::string module, std::string name) {
+    ValuePtr global = MakeValue(Value::Kind::kGlobal);
+    global->text = absl::StrCat(module, ".", name);
+    stack_.push_back(std::move(global));
+    return absl::OkStatus();
+  }
+
+  // ('storage', torch.FloatStorage, '<record>', '<location>', numel)
+  absl::Status PersistentLoad(const ValuePtr& pid) {
+    const auto& p = pid->items;
+    if (pid->kind != Value::Kind::kTuple || p.size() < 5 ||
+        p[0]->kind != Value::Kind::kString || p[0]->text != "storage" ||
+        p[1]->kind != Value::Kind::kGlobal || p[2]->kind != Value::Kind::kString ||
+        p[4]->kind != Value::Kind::kInt) {
+      return absl::InvalidArgumentError(
+          "unsupported persistent id; only torch.save storages are understood");
+    }
+    ValuePtr storage = MakeValue(Value::Kind::kStorage);
+    if (!StorageDtype(p[1]->text, &storage->dtype)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unsupported storage type '", p[1]->text, "'"));
+    }
+    storage->record = p[2]->text;
+    storage->numel = p[4]->integer;
+    stack_.push_back(std::move(storage));
+    return absl::OkStatus();
+  }
+
+  static absl::Status IntTuple(const ValuePtr& value, std::vector<int64_t>* out) {
+    if (value->kind != Value::Kind::kTuple) {
+      return absl::InvalidArgumentError("tensor size/stride is not a tuple");
+    }
+    for (const ValuePtr& item : value->items) {
+      if (item->kind != Value::Kind::kInt) {
+        return absl::InvalidArgumentError("tensor size/stride holds a non-integer");
+      }
+      out->push_back(item->integer);
+    }
+    return absl::OkStatus();
+  }
+
+  // The callables torch.save emits for a state dict; anything else is rejected by name so a
+  // user knows what their file contains.
+  absl::Status Reduce(const ValuePtr& callable, const ValuePtr& args) {
+    if (callable->kind != Value::Kind::kGlobal || args->kind != Value::Kind::kTuple) {
+      return absl::InvalidArgumentError("REDUCE without a global and an argument tuple");
+    }
+    const std::string& name = callable->text;
+    const auto& a = args->items;
+    if (name == "collections.OrderedDict") {
+      // Keys and values follow as SETITEMS; a non-empty argument is not what torch.save writes.
+      if (!a.empty()) return absl::InvalidArgumentError("OrderedDict with constructor arguments");
+      stack_.push_back(MakeValue(Value::Kind::kDict));
+      return absl::OkStatus();
+    }
+    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
+      // (storage, storage_offset, size, stride[, requires_grad, backward_hooks[, metadata]])
+      if (a.size() < 4 || a[0]->kind != Value::Kind::kStorage || a[1]->kind != Value::Kind::kInt) {
+        return absl::InvalidArgumentError(absl::StrCat("malformed arguments to ", name));
+      }
+      ValuePtr tensor = MakeValue(Value::Kind::kTensor);
+      tensor->storage = a[0];
+      tensor->offset = a[1]->integer;
+      if (absl::Status s = IntTuple(a[2], &tensor->sizes); !s.ok()) return s;
+      if (absl::Status s = IntTuple(a[3], &tensor->strides); !s.ok()) return s;
+      if (tensor->sizes.size() != tensor->strides.size()) {
+        return absl::InvalidArgumentError("tensor size and stride differ in length");
+      }
+      stack_.push_back(std::move(tensor));
+      return absl::OkStatus();
+    }
+    if (name == "torch._utils._rebuild_parameter") {
+      // (data, requires_grad, backward_hooks): a state dict saved with keep_vars=True.
+      if (a.empty() || a[0]->kind != Value::Kind::kTensor) {
+        return absl::InvalidArgumentError("malformed arguments to _rebuild_parameter");
+      }
+      stack_.push_back(a[0]);
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("the file pickles '", name,
+                     "', which is not part of a state dict of tensors; save model.state_dict()"));
+  }
+
+  absl::Status Step(uint8_t op) {
+    switch (op) {
+      case 0x80:  // PROTO
+        if (absl::Status s = Need(1); !s.ok()) return s;
+        ++pos_;
+        return absl::OkStatus();
+      case 0x95:  // FRAME: an 8-byte length; frames need no special handling here.
+        if (absl::Status s = Need(8); !s.ok()) return s;
+        pos_ += 8;
+        return absl::OkStatus();
+      case 'N':
+        stack_.push_back(MakeValue(Value::Kind::kNone));
+        return absl::OkStatus();
+      case 0x88:  // NEWTRUE
+      case 0x89: {  // NEWFALSE
+        ValuePtr value = MakeValue(Value::Kind::kBool);
+        value->integer = op == 0x88;
+        stack_.push_back(std::move(value));
+        return absl::OkStatus();
+      }
+      case 'J':  // BININT
+        if (absl::Status s = Need(4); !s.ok()) return s;
+        PushInt(static_cast<int32_t>(ReadUnsigned(4)));
+        return absl::OkStatus();
+      case 'K':  // BININT1
+        if (absl::Status s = Need(1); !s.ok()) return s;
+        PushInt(static_cast<int64_t>(ReadUnsigned(1)));
+        return absl::OkStatus();
+      case 'M':  // BININT2
+        if (absl::Status s = Need(2); !s.ok()) return s;
+        PushInt(static_cast<int64_t>(ReadUnsigned(2)));
+        return absl::OkStatus();
+      case 0x8a: {  // LONG1: n-byte two's-complement little endian
+        if (absl::Status s = Need(1); !s.ok()) return s;
+        const size_t n = ReadUnsigned(1);
+        if (n > 8) return absl::InvalidArgumentError("integer wider than 64 bits");
+        if (absl::Status s = Need(n); !s.ok()) return s;
+        uint64_t bits = ReadUnsigned(n);
+        if (n > 0 && n < 8 && (bits >> (8 * n - 1)) & 1) bits |= ~uint64_t{0} << (8 * n);
+        PushInt(static_cast<int64_t>(bits));
+        return absl::OkStatus();
+      }
+      case 'G': {  // BINFLOAT: big-endian double
+        if (absl::Status s = Need(8); !s.ok()) return s;
+        uint64_t bits = 0;
+        for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<uint8_t>(data_[pos_ + i]);
+        pos_ += 8;
+        ValuePtr value = MakeValue(Value::Kind::kFloat);
+        std::memcpy(&value->number, &bits, sizeof(bits));
+        stack_.push_back(std::move(value));
+        return absl::OkStatus();
+      }
+      case 'X':  // BINUNICODE
+      case 'T':  // BINSTRING
+        return PushString(4);
+      case 0x8c:  // SHORT_BINUNICODE
+      case 'U':   // SHORT_BINSTRING
+        return PushString(1);
+      case 0x8d:  // BINUNICODE8
+        return PushString(8);
+      case ')':
+        return PushTuple({});
+      case 0x85:  // TUPLE1
+      case 0x86:  // TUPLE2
+      case 0x87: {  // TUPLE3
+        const size_t n = op - 0x84;
+        if (absl::Status s = NeedStack(n); !s.ok()) return s;
+        std::vector<ValuePtr> items(stack_.end() - n, stack_.end());
+        stack_.resize(stack_.size() - n);
+        return PushTuple(std::move(items));
+      }
+      case 't': {  // TUPLE
+        absl::StatusOr<std::vector<ValuePtr>> items = PopToMark();
+        if (!items.ok()) return items.status();
+        return PushTuple(*std::move(items));
+      }
+      case ']':
+        stack_.push_back(MakeValue(Value::Kind::kList));
+        return absl::OkStatus();
+      case 'l': {  // LIST
+        absl::StatusOr<std::vector<ValuePtr>> items = PopToMark();
+        if (!items.ok()) return items.status();
+        ValuePtr list = MakeValue(Value::Kind::kList);
+        list->items = *std::move(items);
+        stack_.push_back(std::move(list));
+        return absl::OkStatus();
+      }
+      case '}':
+        stack_.push_back(MakeValue(Value::Kind::kDict));
+        return absl::OkStatus();
+      case 'd': {  // DICT
+        absl::StatusOr<std::vector<ValuePtr>> items = PopToMark();
+        if (!items.ok()) return items.status();
+        ValuePtr dict = MakeValue(Value::Kind::kDict);
+        stack_.push_back(dict);
+        return AddItems(dict, *items, /*pairs=*/true);
+      }
+      case 'a':  // APPEND
+      case 's': {  // SETITEM
+        const size_t n = op == 'a' ? 1 : 2;
+        if (absl::Status s = NeedStack(n + 1); !s.ok()) return s;
+        std::vector<ValuePtr> items(stack_.end() - n, stack_.end());
+        stack_.resize(stack_.size() - n);
+        return AddItems(stack_.back(), items, /*pairs=*/op == 's');
+      }
+      case 'e':    // APPENDS
+      case 'u': {  // SETITEMS
+        absl::StatusOr<std::vector<ValuePtr>> items = PopToMark();
+        if (!items.ok()) return items.status();
+        if (absl::Status s = NeedStack(1); !s.ok()) return s;
+        return AddItems(stack_.back(), *items, /*pairs=*/op == 'u');
+      }
+      case '(':  // MARK
+        marks_.push_back(stack_.size());
+        return absl::OkStatus();
+      case '0':  // POP
+        if (absl::Status s = NeedStack(1); !s.ok()) return s;
+        stack_.pop_back();
+        return absl::OkStatus();
+      case '1': {  // POP_MARK
+        absl::StatusOr<std::vector<ValuePtr>> items = PopToMark();
+        return items.status();
+      }
+      case '2':  // DUP
+        if (absl::Status s = NeedStack(1); !s.ok()) return s;
+        stack_.push_back(stack_.back());
+        return absl::OkStatus();
+      case 'q':  // BINPUT
+        if (absl::Status s = Need(1); !s.ok()) return s;
+        return Memoize(ReadUnsigned(1));
+      case 'r':  // LONG_BINPUT
+        if (absl::Status s = Need(4); !s.ok()) return s;
+        return Memoize(ReadUnsigned(4));
+      case 0x94:  // MEMOIZE
+        return Memoize(memo_.size());
+      case 'h':  // BINGET
+        if (absl::Status s = Need(1); !s.ok()) return s;
+        return Recall(ReadUnsigned(1));
+      case 'j':  // LONG_BINGET
+        if (absl::Status s = Need(4); !s.ok()) return s;
+        return Recall(ReadUnsigned(4));
+      case 'c': {  // GLOBAL
+        std::string module, name;
+        if (absl::Status s = ReadLine(&module); !s.ok()) return s;
+        if (absl::Status s = ReadLine(&name); !s.ok()) return s;
+        return PushGlobal(std::move(module), std::move(name));
+      }
+      case 0x93: {  // STACK_GLOBAL
+        if (absl::Status s = NeedStack(2); !s.ok()) return s;
+        ValuePtr name = Pop();
+        ValuePtr module = Pop();
+        if (module->kind != Value::Kind::kString || name->kind != Value::Kind::kString) {
+          return absl::InvalidArgumentError("STACK_GLOBAL without strings");
+        }
+        return PushGlobal(module->text, name->text);
+      }
+      case 'Q': {  // BINPERSID
+        if (absl::Status s = NeedStack(1); !s.ok()) return s;
+        return PersistentLoad(Pop());
+      }
+      case 'R': {  // REDUCE
+        if (absl::Status s = NeedStack(2); !s.ok()) return s;
+        ValuePtr args = Pop();
+        ValuePtr callable = Pop();
+        return Reduce(callable, args);
+      }
+      case 'b': {  // BUILD
+        if (absl::Status s = NeedStack(2); !s.ok()) return s;
+        ValuePtr state = Pop();
+        // An OrderedDict's state is its __dict__: the state dict's _metadata (BatchNorm
+        // versions), which LibTorch modules do not use.
+        if (stack_.back()->kind != Value::Kind::kDict) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("BUILD on a ", KindName(stack_.back()->kind)));
+        }
+        return absl::OkStatus();
+      }
+      default:
+        return absl::InvalidArgumentError("unsupported pickle opcode");
+    }
+  }
+
+  absl::string_view data_;
+  std::string where_;
+  size_t pos_ = 0;
+  std::vector<ValuePtr> stack_;
+  std::vector<size_t> marks_;
+  std::map<uint64_t, ValuePtr> memo_;
+};
+
+// Reads the storages of an archive, each once, as flat tensors.
+class StorageLoader {
+ public:
+  StorageLoader(caffe2::serialize::PyTorchStreamReader* reader, std::string path)
+      : reader_(reader), path_(std::move(path)) {}
+
+  absl::StatusOr<at::Tensor> Materialize(const Value& tensor, const std::string& key) {
+    const Value& storage = *tensor.storage;
+    absl::StatusOr<at::Tensor> flat = Load(storage, key);
+    if (!flat.ok()) return flat.status();
+    // Check the view lies inside its storage before as_strided, which would not.
+    int64_t last = tensor.offset;
+    for (size_t d = 0; d < tensor.sizes.size(); ++d) {
+      if (tensor.sizes[d] < 0 || tensor.strides[d] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "file '", path_, "': key '", key, "': negative tensor size or stride"));
+      }
+      if (tensor.sizes[d] == 0) return at::empty(tensor.sizes, flat->options());
+      last += (tensor.sizes[d] - 1) * tensor.strides[d];
+    }
+    if (tensor.offset < 0 || last >= storage.numel) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("file '", path_, "': key '", key, "': the tensor reaches element ", last,
+                       " of a storage of ", storage.numel, " elements"));
+    }
+    return flat->as_strided(tensor.sizes, tensor.strides, tensor.offset);
+  }
+
+ private:
+  absl::StatusOr<at::Tensor> Load(const Value& storage, const std::string& key) {
+    auto it = loaded_.find(storage.record);
+    if (it != loaded_.end()) return it->second;
+    const std::string record = absl::StrCat("data/", storage.record);
+    const auto where = [&] {
+      return absl::StrCat("file '", path_, "': key '", key, "': record '", record, "'");
+    };
+    if (!reader_->hasRecord(record)) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), " is missing from the archive"));
+    }
+    at::DataPtr data;
+    size_t size = 0;
+    try {
+      std::tie(data, size) = reader_->getRecord(record);
+    } catch (const c10::Error& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), " is unreadable: ", e.what_without_backtrace()));
+    }
+    const size_t expected = static_cast<size_t>(storage.numel) * c10::elementSize(storage.dtype);
+    if (storage.numel < 0 || size != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), " has ", size, " bytes, expected ",
+                                                     expected, " for ", storage.numel, " ",
+                                                     c10::toString(storage.dtype), " elements"));
+    }
+    at::Tensor flat = at::empty({storage.numel}, at::TensorOptions().dtype(storage.dtype));
+    if (size > 0) std::memcpy(flat.data_ptr(), data.get(), size);
+    loaded_.emplace(storage.record, flat);
+    return flat;
+  }
+
+  caffe2::serialize::PyTorchStreamReader* reader_;
+  std::string path_;
+  std::map<std::string, at::Tensor> loaded_;
+};
+
+std::string ShapeString(at::IntArrayRef sizes) {
+  return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
+}
+
+bool IsNumBatchesTracked(const std::string& key) {
+  static constexpr absl::string_view kSuffix = "num_batches_tracked";
+  return key.size() >= kSuffix.size() &&
+         absl::string_view(key).substr(key.size() - kSuffix.size()) == kSuffix;
+}
+
+}  // namespace
+
+absl::StatusOr<StateDict> ReadTorchStateDict(const std::string& path) {
+  {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      return absl::NotFoundError(
+          absl::StrCat("weights file '", path, "' does not exist or is not readable"));
+    }
+    // Before PyTorch 1.6 torch.save wrote a bare pickle stream (starting with PROTO 2).
+    char head[2] = {0, 0};
+    file.read(head, 2);
+    if (file.gcount() == 2 && static_cast<uint8_t>(head[0]) == 0x80 && head[1] == 0x02) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weights file '", path,
+          "' uses the legacy torch.save format of PyTorch < 1.6; re-save it in Python with "
+          "torch.save(torch.load(p), p) using PyTorch >= 1.6"));
+    }
+  }
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
+  at::DataPtr pickle;
+  size_t pickle_size = 0;
+  try {
+    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+    if (!reader->hasRecord("data.pkl")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weights file '", path, "' is a PyTorch archive without data.pkl (a TorchScript module "
+          "or torch.package?); save the state dict with torch.save(model.state_dict(), p)"));
+    }
+    if (reader->hasRecord("byteorder")) {
+      auto [order, order_size] = reader->getRecord("byteorder");
+      const std::string byteorder(static_cast<const char*>(order.get()), order_size);
+      if (byteorder != "little") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "weights file '", path, "' was saved with byte order '", byteorder,
+            "'; only little-endian files are supported"));
+      }
+    }
+    std::tie(pickle, pickle_size) = reader->getRecord("data.pkl");
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("weights file '", path,
+                                                   "' is not a readable torch.save zip archive: ",
+                                                   e.what_without_backtrace()));
+  }
+
+  Unpickler unpickler(
+      absl::string_view(static_cast<const char*>(pickle.get()), pickle_size),
+      absl::StrCat("weights file '", path, "': data.pkl"));
+  absl::StatusOr<ValuePtr> root = unpickler.Run();
+  if (!root.ok()) return root.status();
+  if ((*root)->kind != Value::Kind::kDict) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights file '", path, "' holds a ", KindName((*root)->kind),
+                     ", not a state dict; save it with torch.save(model.state_dict(), p)"));
+  }
+
+  StorageLoader storages(reader.get(), path);
+  StateDict state;
+  std::set<std::string> seen;
+  for (const auto& [key, value] : (*root)->entries) {
+    if (key->kind != Value::Kind::kString) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weights file '", path, "' has a ", KindName(key->kind), " key; expected str keys"));
+    }
+    if (value->kind != Value::Kind::kTensor) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weights file '", path, "': key '", key->text, "' holds a ", KindName(value->kind),
+          ", not a tensor. A training checkpoint? Save only its state dict, e.g. "
+          "torch.save(ckpt['state_dict'], p)"));
+    }
+    if (!seen.insert(key->text).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights file '", path, "': key '", key->text, "' appears twice"));
+    }
+    absl::StatusOr<at::Tensor> tensor = storages.Materialize(*value, key->text);
+    if (!tensor.ok()) return tensor.status();
+    state.emplace_back(key->text, *std::move(tensor));
+  }
+  return state;
+}
+
+std::string ImportReport::ToString() const {
+  std::string out = absl::StrCat(loaded.size(), " tensors match, ", ignored.size(), " ignored");
+  const auto add = [&out](const char* what, const std::vector<std::string>& keys) {
+    if (!keys.empty()) absl::StrAppend(&out, "\n", what, ": ", absl::StrJoin(keys, ", "));
+  };
+  add("missing from the file", missing);
+  add("unexpected in the file", unexpected);
+  add("shape mismatch", mismatched);
+  return out;
+}
+
+absl::StatusOr<ImportReport> LoadStateDict(const StateDict& state, torch::nn::Module& module,
+                                           bool strict, const std::string& source) {
+  std::map<std::string, at::Tensor> targets;
+  for (const auto& item : module.named_parameters()) targets.emplace(item.key(), item.value());
+  for (const auto& item : module.named_buffers()) targets.emplace(item.key(), item.value());
+
+  ImportReport report;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (target, source)
+  std::set<std::string> in_file;
+  for (const auto& [key, tensor] : state) {
+    in_file.insert(key);
+    auto it = targets.find(key);
+    if (it == targets.end()) {
+      (IsNumBatchesTracked(key) ? report.ignored : report.unexpected).push_back(key);
+      continue;
+    }
+    if (!it->second.sizes().equals(tensor.sizes())) {
+      report.mismatched.push_back(absl::StrCat(key, ": file ", ShapeString(tensor.sizes()),
+                                               ", module ", ShapeString(it->second.sizes())));
+      continue;
+    }
+    copies.emplace_back(it->second, tensor);
+    report.loaded.push_back(key);
+  }
+  for (const auto& [key, tensor] : targets) {
+    if (in_file.count(key) == 0) {
+      (IsNumBatchesTracked(key) ? report.ignored : report.missing).push_back(key);
+    }
+  }
+  if (strict && !report.complete()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(source, " does not match the module (strict loading; nothing was copied): ",
+                     report.ToString()));
+  }
+  try {
+    torch::NoGradGuard no_grad;
+    for (auto& [target, value] : copies) target.copy_(value);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("copying ", source, " into the module failed: ", e.what_without_backtrace()));
+  }
+  return report;
+}
+
+absl::StatusOr<ImportReport> ImportTorchvisionWeights(const std::string& path,
+                                                      torch::nn::Module& module, bool strict) {
+  absl::StatusOr<StateDict> state = ReadTorchStateDict(path);
+  if (!state.ok()) return state.status();
+  return LoadStateDict(*state, module, strict, absl::StrCat("weights file '", path, "'"));
+}
+
+}  // namespace vision::models::backbones
