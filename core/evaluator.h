@@ -1,6 +1,8 @@
 // The evaluator family: accumulates (prediction, ground truth) pairs and computes metrics.
-// For distributed evaluation an evaluator's state is a flat vector of doubles that ranks sum,
-// or, where sums do not suffice (ranked AP), serialised records that ranks gather.
+// Distributed evaluation: every rank evaluates its share, the engine gathers each rank's
+// SerializeState() on every rank and merges the others' states, so Compute() on any rank
+// equals the single-process metric. Counts serialise as numbers; ranked metrics (AP) as
+// their scored records.
 #ifndef VISION_CORE_EVALUATOR_H_
 #define VISION_CORE_EVALUATOR_H_
 
@@ -24,6 +26,10 @@ class Evaluator {
   virtual std::map<std::string, double> Compute() const = 0;
   // The metric that decides the best checkpoint ("hmean", "mask_AP", "mIoU").
   virtual std::string MainMetric() const = 0;
+  // Everything added since Reset(), as bytes another rank's MergeState() accepts.
+  virtual std::string SerializeState() const = 0;
+  // Adds another rank's state to this one.
+  virtual absl::Status MergeState(const std::string& state) = 0;
 };
 
 using EvaluatorRegistry = PluginRegistry<Evaluator>;

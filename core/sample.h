@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ struct Sample {
   cv::Mat semantic;
   // Model training targets made in the loader's worker threads (e.g. DBNet's maps), HxW.
   std::map<std::string, cv::Mat> targets;
+  // For evaluation: the annotations as the dataset loaded them, before any augmentation
+  // (image not kept), so metrics are computed in original-image coordinates.
+  std::shared_ptr<const Sample> ground_truth;
 };
 
 }  // namespace vision::core

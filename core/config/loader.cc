@@ -17,6 +17,7 @@
 #include "google/protobuf/message.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace vision::core {
 namespace {
@@ -303,6 +304,15 @@ std::string ConfigToText(const TrainPipelineConfig& config) {
   std::string text;
   printer.PrintToString(config, &text);
   return text;
+}
+
+std::string ConfigDifferences(const TrainPipelineConfig& a, const TrainPipelineConfig& b) {
+  // MessageDifferencer unpacks Any payloads of known types: plugin options compare field by field.
+  google::protobuf::util::MessageDifferencer differencer;
+  std::string report;
+  differencer.ReportDifferencesToString(&report);
+  differencer.Compare(a, b);
+  return report;
 }
 
 std::string ConfigFingerprint(const TrainPipelineConfig& config) {

@@ -28,6 +28,9 @@ absl::Status ValidatePipelineConfig(const TrainPipelineConfig& config);
 // The config in canonical text format (Any payloads expanded, map keys sorted).
 std::string ConfigToText(const TrainPipelineConfig& config);
 
+// The fields in which `a` and `b` differ, one per line ("modified: optimizer.lr: 0.1 -> 0.2").
+std::string ConfigDifferences(const TrainPipelineConfig& a, const TrainPipelineConfig& b);
+
 // A stable 16-hex-digit fingerprint of the canonical text, equal on every rank that loaded
 // the same config with the same overrides.
 std::string ConfigFingerprint(const TrainPipelineConfig& config);

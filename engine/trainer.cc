@@ -1,0 +1,561 @@
+#include "engine/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/nn/utils/clip_grad.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/config/loader.h"
+#include "core/status_macros.h"
+#include "data/loader/loader.h"
+#include "distributed/sampler/distributed_sampler.h"
+#include "engine/autocast.h"
+#include "engine/checkpoint.h"
+#include "engine/ema.h"
+#include "engine/logging/metrics_log.h"
+#include "engine/logging/progress.h"
+#include "engine/logging/tensorboard_writer.h"
+#include "engine/loss_scaler.h"
+
+namespace vision::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+absl::StatusOr<c10::Device> ParseDevice(const std::string& name, int local_rank) {
+  if (name == "cpu") return c10::Device(c10::DeviceType::CPU);
+#ifdef VISION_WITH_CUDA
+  if (name == "cuda") return c10::Device(c10::DeviceType::CUDA, static_cast<int8_t>(local_rank));
+  return c10::Device(name);
+#else
+  return absl::FailedPreconditionError(absl::StrCat(
+      "device \"", name, "\": this build has no CUDA. Use device: \"cpu\", or rebuild against a "
+      "CUDA LibTorch (--repo_env=LIBTORCH_HOME=..., see README)"));
+#endif
+}
+
+data::LoaderOptions LoaderOptionsFrom(const core::LoaderConfig& c, uint64_t seed, bool cuda) {
+  data::LoaderOptions o;
+  o.batch_size = c.batch_size();
+  o.num_workers = c.num_workers();
+  o.prefetch_batches = c.prefetch_batches();
+  o.drop_last = c.drop_last();
+  o.skip_bad_samples = c.on_bad_sample() == core::LoaderConfig::SKIP;
+  o.seed = seed;
+  o.pin_memory = cuda;
+  return o;
+}
+
+std::vector<const core::Augmentation*> Pointers(
+    const std::vector<std::unique_ptr<core::Augmentation>>& augmentations) {
+  std::vector<const core::Augmentation*> out;
+  for (const auto& a : augmentations) out.push_back(a.get());
+  return out;
+}
+
+core::Batch ToDevice(core::Batch batch, const c10::Device& device) {
+  if (device.is_cpu()) return batch;
+  batch.images = batch.images.to(device, /*non_blocking=*/true);
+  for (auto& [name, tensor] : batch.targets) tensor = tensor.to(device, /*non_blocking=*/true);
+  return batch;
+}
+
+// Converts a LibTorch exception escaping a step into a status naming the phase and step.
+template <typename F>
+absl::Status Guarded(const std::string& what, F&& f) {
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(what, ": LibTorch error: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  }
+}
+
+}  // namespace
+
+class Trainer::Impl {
+ public:
+  Impl(const core::TrainPipelineConfig& config, core::Collectives* collectives, TrainerOptions options,
+       core::Pipeline& pipeline)
+      : config_(config),
+        collectives_(*collectives),
+        options_(options),
+        p_(pipeline),
+        scaler_(ScalerOptions(config.mixed_precision())),
+        checkpoints_(config.checkpoint().output_dir(), config.checkpoint().keep_last(),
+                     config.checkpoint().keep_best()) {}
+
+  absl::Status Init();
+  absl::StatusOr<TrainResult> Run();
+  absl::StatusOr<std::map<std::string, double>> Evaluate();
+
+ private:
+  static LossScalerOptions ScalerOptions(const core::MixedPrecisionConfig& mp) {
+    LossScalerOptions o;
+    o.enabled = mp.has_loss_scaling() ? mp.loss_scaling()
+                                      : mp.enabled() && mp.dtype() == core::MixedPrecisionConfig::FLOAT16;
+    o.init_scale = mp.init_scale();
+    o.growth_factor = mp.growth_factor();
+    o.backoff_factor = mp.backoff_factor();
+    o.growth_interval = mp.growth_interval();
+    return o;
+  }
+  bool is_main() const { return collectives_.rank() == 0; }
+  void Print(const std::string& line) const {
+    if (is_main() && options_.verbose) std::printf("%s\n", line.c_str()), std::fflush(stdout);
+  }
+  absl::Status Resume();
+  absl::Status StartEpoch(int64_t epoch, int64_t first_batch);
+  absl::StatusOr<core::Batch> NextTrainBatch();
+  absl::Status TrainStep(std::map<std::string, double>* log_terms, double* loss_value,
+                         double* grad_norm, bool want_log);
+  absl::Status SaveCheckpoint(bool is_best);
+  absl::Status LogScalars(int64_t step, const std::map<std::string, double>& values);
+
+  const core::TrainPipelineConfig config_;
+  core::Collectives& collectives_;
+  TrainerOptions options_;
+  core::Pipeline& p_;
+  c10::Device device_{c10::DeviceType::CPU};
+  std::vector<at::Tensor> params_;
+  std::unique_ptr<distributed::sampler::DistributedSampler> sampler_;
+  std::unique_ptr<data::DataLoader> train_loader_;
+  LossScaler scaler_;
+  std::unique_ptr<ModelEma> ema_;
+  CheckpointManager checkpoints_;
+  CheckpointMeta state_;
+  int64_t batches_per_epoch_ = 0;
+  int64_t total_steps_ = 0;
+  int64_t resumed_from_ = -1;
+  std::unique_ptr<logging::MetricsLog> metrics_log_;
+  std::unique_ptr<logging::TensorBoardWriter> tensorboard_;
+};
+
+absl::Status Trainer::Impl::Init() {
+  const core::TrainLoopConfig& t = config_.train();
+  int threads = t.intra_op_threads();
+  if (threads <= 0) {
+    threads = std::max(1u, std::thread::hardware_concurrency()) /
+              std::max(1, options_.local_world_size);
+    threads = std::max(1, threads);
+  }
+  at::set_num_threads(threads);
+  VISION_ASSIGN_OR_RETURN(device_, ParseDevice(config_.device(), options_.local_rank));
+  torch::manual_seed(config_.seed());
+
+  // Every rank must run the same config: compare fingerprints before any other collective.
+  const std::string fingerprint = core::ConfigFingerprint(config_);
+  VISION_ASSIGN_OR_RETURN(std::vector<std::string> fingerprints, collectives_.AllGather(fingerprint));
+  std::vector<std::string> differing;
+  for (size_t r = 0; r < fingerprints.size(); ++r) {
+    if (fingerprints[r] != fingerprints[0]) differing.push_back(absl::StrCat("rank ", r, " has ", fingerprints[r]));
+  }
+  if (!differing.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ranks disagree on the config (rank 0 has fingerprint ", fingerprints[0], "; ",
+        absl::StrJoin(differing, ", "), "): start every rank with the same --config and --override"));
+  }
+
+  p_.model->to(device_);
+  for (const at::Tensor& param : p_.model->parameters()) {
+    if (param.requires_grad()) params_.push_back(param);
+  }
+  if (config_.train().ema_decay() > 0) {
+    ema_ = std::make_unique<ModelEma>(*p_.model, config_.train().ema_decay());
+  }
+
+  const core::LoaderConfig& lc = config_.train_data().loader();
+  distributed::sampler::DistributedSamplerOptions so;
+  so.dataset_size = p_.train_dataset->Size();
+  so.rank = collectives_.rank();
+  so.world_size = collectives_.world_size();
+  so.shuffle = lc.shuffle();
+  so.seed = config_.seed();
+  so.drop_last = lc.drop_last();
+  VISION_ASSIGN_OR_RETURN(distributed::sampler::DistributedSampler sampler,
+                          distributed::sampler::DistributedSampler::Create(so));
+  sampler_ = std::make_unique<distributed::sampler::DistributedSampler>(std::move(sampler));
+  const int64_t per_rank = sampler_->NumSamples();
+  batches_per_epoch_ = lc.drop_last() ? per_rank / lc.batch_size()
+                                      : (per_rank + lc.batch_size() - 1) / lc.batch_size();
+  const int accumulation = t.gradient_accumulation_steps();
+  if (batches_per_epoch_ < accumulation) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "train_data: %d samples give %d batches of %d per rank and epoch over %d ranks, fewer "
+        "than train.gradient_accumulation_steps (%d): use a smaller batch_size or more data",
+        p_.train_dataset->Size(), batches_per_epoch_, lc.batch_size(), collectives_.world_size(),
+        accumulation));
+  }
+  total_steps_ = t.has_max_steps() ? t.max_steps() : t.max_epochs() * (batches_per_epoch_ / accumulation);
+  train_loader_ = std::make_unique<data::DataLoader>(
+      *p_.train_dataset, Pointers(p_.train_augmentations), p_.model->MakeTargetGenerator(),
+      LoaderOptionsFrom(lc, config_.seed(), !device_.is_cpu()));
+
+  if (is_main()) {
+    const std::string dir = config_.checkpoint().output_dir();
+    if (config_.logging().jsonl()) {
+      VISION_ASSIGN_OR_RETURN(metrics_log_, logging::MetricsLog::Open(dir));
+    }
+    if (config_.logging().tensorboard()) {
+      VISION_ASSIGN_OR_RETURN(tensorboard_, logging::TensorBoardWriter::Create(dir + "/tensorboard"));
+    }
+  }
+  VISION_RETURN_IF_ERROR(Resume());
+
+  // Identical replicas: rank 0's parameters and buffers everywhere (after a resume, too).
+  std::vector<at::Tensor> tensors;
+  for (const at::Tensor& t : p_.model->parameters()) tensors.push_back(t.detach());
+  for (const at::Tensor& b : p_.model->buffers()) tensors.push_back(b.detach());
+  VISION_RETURN_IF_ERROR(collectives_.Broadcast(tensors, 0));
+  if (collectives_.world_size() > 1) {
+    if (p_.comm_strategy == nullptr) {
+      // Several replicas must never train apart silently: default to overlapped buckets.
+      Print("distributed.strategy not set: using \"bucketed\" with its default options");
+      VISION_ASSIGN_OR_RETURN(p_.comm_strategy,
+                              core::CommStrategyRegistry::Get().Create("bucketed", google::protobuf::Any()));
+    }
+    VISION_RETURN_IF_ERROR(p_.comm_strategy->Attach(params_, collectives_.group()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Impl::Resume() {
+  if (!config_.checkpoint().auto_resume()) return absl::OkStatus();
+  // Where a run lives does not change what it computes: a moved or copied run directory resumes.
+  auto without_location = [](core::TrainPipelineConfig c) {
+    c.mutable_checkpoint()->clear_output_dir();
+    return c;
+  };
+  const core::TrainPipelineConfig current = without_location(config_);
+  std::vector<std::string> warnings;
+  auto accept = [&](const std::string& path, const CheckpointMeta& meta) -> absl::Status {
+    core::TrainPipelineConfig saved;
+    if (!core::MergeConfigText(meta.config_text, path, &saved).ok()) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", path, "': its config does not parse"));
+    }
+    saved = without_location(saved);
+    if (core::ConfigFingerprint(saved) == core::ConfigFingerprint(current) ||
+        options_.allow_config_mismatch) {
+      return absl::OkStatus();
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint '", path, "' was written with another config. Differences (checkpoint -> "
+        "this run):\n", core::ConfigDifferences(saved, current),
+        "Use another checkpoint.output_dir, or pass --allow_config_mismatch to resume anyway."));
+  };
+  absl::StatusOr<std::optional<CheckpointMeta>> restored = checkpoints_.RestoreLatest(
+      TrainingState{p_.model.get(), &p_.optimizer->torch_optimizer(), ema_.get()}, accept, &warnings);
+  for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (!restored.ok()) return restored.status();
+  if (!restored->has_value()) return absl::OkStatus();
+  state_ = **restored;
+  scaler_.LoadState(state_.loss_scaler_state);
+  resumed_from_ = state_.step;
+  Print(absl::StrFormat("resumed from step %d (epoch %d, batch %d) in %s", state_.step,
+                        state_.epoch, state_.batch_in_epoch, checkpoints_.dir()));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Impl::StartEpoch(int64_t epoch, int64_t first_batch) {
+  state_.epoch = epoch;
+  state_.batch_in_epoch = first_batch;
+  train_loader_->StartEpoch(epoch, sampler_->Indices(epoch), first_batch);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<core::Batch> Trainer::Impl::NextTrainBatch() {
+  while (true) {
+    absl::StatusOr<std::optional<core::Batch>> batch = train_loader_->Next();
+    if (!batch.ok()) return batch.status();
+    if (batch->has_value()) {
+      ++state_.batch_in_epoch;
+      return ToDevice(std::move(**batch), device_);
+    }
+    VISION_RETURN_IF_ERROR(StartEpoch(state_.epoch + 1, 0));
+  }
+}
+
+absl::Status Trainer::Impl::TrainStep(std::map<std::string, double>* log_terms,
+                                      double* loss_value, double* grad_norm, bool want_log) {
+  const core::TrainLoopConfig& t = config_.train();
+  const int accumulation = t.gradient_accumulation_steps();
+  const core::MixedPrecisionConfig& mp = config_.mixed_precision();
+  const at::ScalarType dtype =
+      mp.dtype() == core::MixedPrecisionConfig::FLOAT16 ? at::kHalf : at::kBFloat16;
+  p_.model->train();
+  at::Tensor total_for_log = at::zeros({}, at::kDouble);
+  for (int micro = 0; micro < accumulation; ++micro) {
+    VISION_ASSIGN_OR_RETURN(core::Batch batch, NextTrainBatch());
+    const bool sync = micro == accumulation - 1;
+    if (p_.comm_strategy != nullptr && collectives_.world_size() > 1) {
+      p_.comm_strategy->PrepareBackward(sync);
+    }
+    at::Tensor total;
+    {
+      AutocastScope autocast(mp.enabled(), device_.type(), dtype);
+      std::map<std::string, at::Tensor> losses = p_.model->Losses(batch);
+      if (losses.empty()) return absl::InternalError("the model returned no losses");
+      for (const auto& [name, loss] : losses) {
+        auto w = t.loss_weights().find(name);
+        const double weight = w == t.loss_weights().end() ? 1.0 : w->second;
+        at::Tensor term = loss.to(at::kFloat) * weight;
+        total = total.defined() ? total + term : term;
+        if (want_log) (*log_terms)[name] += term.item<double>() / accumulation;
+      }
+    }
+    total = total / accumulation;
+    if (want_log) total_for_log += total.detach().to(at::kCPU, at::kDouble);
+    scaler_.Scale(total).backward();
+  }
+  if (p_.comm_strategy != nullptr && collectives_.world_size() > 1) {
+    VISION_RETURN_IF_ERROR(p_.comm_strategy->FinishBackward());
+  }
+  // Gradients are identical on every rank now, so every rank takes the same decision.
+  const bool finite = scaler_.UnscaleAndCheckFinite(params_);
+  scaler_.Update(finite);
+  if (finite) {
+    state_.consecutive_nonfinite = 0;
+    if (t.clip_grad_norm() > 0) {
+      *grad_norm = torch::nn::utils::clip_grad_norm_(params_, t.clip_grad_norm());
+    } else if (want_log) {
+      double sum = 0;
+      for (const at::Tensor& p : params_) {
+        if (p.grad().defined()) sum += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+      }
+      *grad_norm = std::sqrt(sum);
+    }
+    p_.optimizer->SetLrFactor(p_.lr_schedule->Factor(state_.step, total_steps_));
+    p_.optimizer->torch_optimizer().step();
+    if (ema_) ema_->Update(*p_.model);
+  } else if (++state_.consecutive_nonfinite > mp.max_consecutive_nonfinite_steps()) {
+    return absl::AbortedError(absl::StrFormat(
+        "%d consecutive steps had non-finite gradients (last at step %d); stopping. The last "
+        "good checkpoint in %s is kept. Lower optimizer.lr, enable train.clip_grad_norm, or "
+        "check the data.",
+        state_.consecutive_nonfinite, state_.step, checkpoints_.dir()));
+  }
+  p_.optimizer->torch_optimizer().zero_grad();
+  *loss_value = total_for_log.item<double>();
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Impl::SaveCheckpoint(bool is_best) {
+  absl::Status status;
+  if (is_main()) {
+    state_.loss_scaler_state = scaler_.State();
+    state_.config_text = core::ConfigToText(config_);
+    state_.config_fingerprint = core::ConfigFingerprint(config_);
+    status = checkpoints_.Save(
+        TrainingState{p_.model.get(), &p_.optimizer->torch_optimizer(), ema_.get()}, state_, is_best);
+  }
+  // Nobody runs ahead of a checkpoint that may still be written (a restart would miss it).
+  VISION_RETURN_IF_ERROR(collectives_.Barrier());
+  return status;
+}
+
+absl::Status Trainer::Impl::LogScalars(int64_t step, const std::map<std::string, double>& values) {
+  if (!is_main()) return absl::OkStatus();
+  if (metrics_log_) {
+    logging::MetricsRecord record;
+    record.step = step;
+    record.epoch = state_.epoch;
+    record.values = values;
+    VISION_RETURN_IF_ERROR(metrics_log_->Append(record));
+  }
+  if (tensorboard_) {
+    for (const auto& [name, value] : values) {
+      VISION_RETURN_IF_ERROR(tensorboard_->AddScalar(name, static_cast<float>(value), step));
+    }
+    VISION_RETURN_IF_ERROR(tensorboard_->Flush());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainResult> Trainer::Impl::Run() {
+  const Clock::time_point start = Clock::now();
+  VISION_RETURN_IF_ERROR(StartEpoch(state_.epoch, state_.batch_in_epoch));
+  const int64_t log_every = config_.logging().every_n_steps();
+  const int64_t eval_every = config_.evaluation().every_n_steps();
+  const int64_t ckpt_every = config_.checkpoint().every_n_steps();
+  const int64_t images_per_step = p_.global_batch_size;
+  const int64_t first_step = state_.step;
+  logging::StepTimeEstimator estimator;
+  Clock::time_point window_start = Clock::now();
+  double window_wait = train_loader_->wait_seconds();
+  int64_t window_steps = 0;
+  std::map<std::string, double> final_metrics;
+  Print(absl::StrFormat("training %d steps (%d batches of %d per rank and epoch, %d ranks, global batch %d)",
+                        total_steps_, batches_per_epoch_, config_.train_data().loader().batch_size(),
+                        collectives_.world_size(), images_per_step));
+
+  while (state_.step < total_steps_) {
+    const bool want_log = (state_.step + 1) % log_every == 0 || state_.step + 1 == total_steps_;
+    std::map<std::string, double> terms;
+    double loss = 0, grad_norm = 0;
+    const Clock::time_point step_start = Clock::now();
+    VISION_RETURN_IF_ERROR(Guarded(absl::StrCat("training step ", state_.step + 1), [&] {
+      return TrainStep(&terms, &loss, &grad_norm, want_log);
+    }));
+    ++state_.step;
+    ++window_steps;
+    estimator.AddStep(Seconds(step_start));
+    if (want_log) {
+      const double window_seconds = Seconds(window_start);
+      const double lr = p_.optimizer->lr(0);
+      logging::ProgressLine line;
+      line.step = state_.step;
+      line.total_steps = total_steps_;
+      line.loss = loss;
+      for (const auto& [name, value] : terms) line.loss_terms.emplace_back(name, value);
+      line.lr = lr;
+      line.images_per_second = window_steps * images_per_step / std::max(window_seconds, 1e-9);
+      line.data_wait_fraction =
+          std::clamp((train_loader_->wait_seconds() - window_wait) / std::max(window_seconds, 1e-9), 0.0, 1.0);
+      line.elapsed_seconds = Seconds(start);
+      line.eta_seconds = estimator.EtaSeconds(total_steps_ - state_.step);
+      Print(logging::FormatProgressLine(line));
+      std::map<std::string, double> scalars = terms;
+      scalars["loss"] = loss;
+      scalars["lr"] = lr;
+      scalars["grad_norm"] = grad_norm;
+      scalars["images_per_second"] = line.images_per_second;
+      scalars["data_wait_fraction"] = line.data_wait_fraction;
+      if (scaler_.enabled()) scalars["loss_scale"] = scaler_.scale();
+      scalars["skipped_steps"] = static_cast<double>(scaler_.skipped_steps());
+      VISION_RETURN_IF_ERROR(LogScalars(state_.step, scalars));
+      window_start = Clock::now();
+      window_wait = train_loader_->wait_seconds();
+      window_steps = 0;
+    }
+    const bool last = state_.step == total_steps_;
+    bool is_best = false;
+    if (p_.evaluator != nullptr && ((eval_every > 0 && state_.step % eval_every == 0) || last)) {
+      VISION_ASSIGN_OR_RETURN(final_metrics, Evaluate());
+      auto main_metric = final_metrics.find(p_.evaluator->MainMetric());
+      if (main_metric == final_metrics.end()) {
+        return absl::InternalError(absl::StrCat("the evaluator computed no '",
+                                                p_.evaluator->MainMetric(), "' metric"));
+      }
+      const double value = main_metric->second;
+      is_best = !state_.has_best_metric || value > state_.best_metric;
+      if (is_best) {
+        state_.has_best_metric = true;
+        state_.best_metric = value;
+      }
+      std::map<std::string, double> scalars;
+      for (const auto& [name, v] : final_metrics) scalars["eval/" + name] = v;
+      VISION_RETURN_IF_ERROR(LogScalars(state_.step, scalars));
+    }
+    if (last || (ckpt_every > 0 && state_.step % ckpt_every == 0)) {
+      VISION_RETURN_IF_ERROR(SaveCheckpoint(is_best));
+    }
+  }
+  TrainResult result;
+  result.steps = state_.step;
+  result.resumed_from = resumed_from_;
+  result.final_metrics = final_metrics;
+  const double seconds = Seconds(start);
+  result.images_per_second = (state_.step - first_step) * images_per_step / std::max(seconds, 1e-9);
+  logging::TrainingSummary summary;
+  summary.steps = state_.step - first_step;
+  summary.total_seconds = seconds;
+  summary.images_per_second = result.images_per_second;
+  if (absl::StatusOr<double> peak = logging::PeakResidentMemoryMiB(); peak.ok()) {
+    summary.peak_memory_mib = *peak;
+  }
+  if (p_.evaluator != nullptr && state_.has_best_metric) {
+    summary.best_metric_name = p_.evaluator->MainMetric();
+    summary.best_metric_value = state_.best_metric;
+  }
+  Print(logging::FormatTrainingSummary(summary));
+  return result;
+}
+
+absl::StatusOr<std::map<std::string, double>> Trainer::Impl::Evaluate() {
+  if (p_.evaluator == nullptr || p_.eval_dataset == nullptr) {
+    return absl::FailedPreconditionError("evaluation needs evaluation.evaluator and eval_data");
+  }
+  // Each rank takes every world_size-th sample, without padding: each sample counts once.
+  std::vector<int64_t> indices;
+  for (int64_t i = collectives_.rank(); i < p_.eval_dataset->Size(); i += collectives_.world_size()) {
+    indices.push_back(i);
+  }
+  data::LoaderOptions lo = LoaderOptionsFrom(config_.eval_data().loader(), config_.seed(), false);
+  lo.drop_last = false;
+  lo.keep_ground_truth = true;
+  data::DataLoader loader(*p_.eval_dataset, Pointers(p_.eval_augmentations), nullptr, lo);
+  loader.StartEpoch(0, std::move(indices));
+  if (ema_) ema_->Swap(*p_.model);
+  p_.model->eval();
+  p_.evaluator->Reset();
+  absl::Status status = Guarded("evaluation", [&]() -> absl::Status {
+    at::NoGradGuard no_grad;
+    while (true) {
+      VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> batch, loader.Next());
+      if (!batch.has_value()) break;
+      core::Batch on_device = ToDevice(std::move(*batch), device_);
+      std::vector<core::Sample> predictions = p_.model->Predict(on_device);
+      for (size_t i = 0; i < predictions.size(); ++i) {
+        const core::Sample& sample = on_device.samples[i];
+        VISION_RETURN_IF_ERROR(p_.evaluator->Add(predictions[i], *sample.ground_truth));
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (ema_) ema_->Swap(*p_.model);
+  // Every rank reaches the gather even after a local error, so no peer waits forever.
+  VISION_ASSIGN_OR_RETURN(std::vector<std::string> states,
+                          collectives_.AllGather(status.ok() ? p_.evaluator->SerializeState() : std::string()));
+  if (!status.ok()) return status;
+  for (size_t r = 0; r < states.size(); ++r) {
+    if (static_cast<int>(r) == collectives_.rank()) continue;
+    if (states[r].empty()) {
+      return absl::AbortedError(absl::StrCat("evaluation failed on rank ", r, "; see its log"));
+    }
+    VISION_RETURN_IF_ERROR(p_.evaluator->MergeState(states[r]));
+  }
+  std::map<std::string, double> metrics = p_.evaluator->Compute();
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : metrics) parts.push_back(absl::StrFormat("%s %.4f", name, value));
+  Print(absl::StrCat("eval at step ", state_.step, ": ", absl::StrJoin(parts, "  ")));
+  return metrics;
+}
+
+Trainer::Trainer(const core::TrainPipelineConfig& config, core::Collectives* collectives,
+                 TrainerOptions options, core::Pipeline pipeline)
+    : pipeline_(std::move(pipeline)),
+      impl_(std::make_unique<Impl>(config, collectives, options, pipeline_)) {}
+
+Trainer::~Trainer() = default;
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const core::TrainPipelineConfig& config,
+                                                         core::Collectives* collectives,
+                                                         TrainerOptions options) {
+  VISION_ASSIGN_OR_RETURN(core::Pipeline pipeline,
+                          core::BuildPipeline(config, collectives->world_size()));
+  std::unique_ptr<Trainer> trainer(new Trainer(config, collectives, options, std::move(pipeline)));
+  VISION_RETURN_IF_ERROR(Guarded("initialising training", [&] { return trainer->impl_->Init(); }));
+  return trainer;
+}
+
+absl::StatusOr<TrainResult> Trainer::Run() { return impl_->Run(); }
+
+absl::StatusOr<std::map<std::string, double>> Trainer::Evaluate() { return impl_->Evaluate(); }
+
+}  // namespace vision::engine

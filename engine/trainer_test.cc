@@ -1,0 +1,161 @@
+#include "engine/trainer.h"
+
+#include <filesystem>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/config/loader.h"
+#include "core/collectives.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vision::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string TempDir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  fs::path dir = fs::path(root ? root : "/tmp") / name;
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+core::TrainPipelineConfig Config(const std::string& dir, const std::string& extra = "") {
+  core::TrainPipelineConfig config;
+  const std::string text = absl::StrCat(R"pb(
+    model { type: "TestRegressor" }
+    train_data {
+      dataset { type: "TestImages" }
+      loader { batch_size: 4 num_workers: 2 }
+    }
+    eval_data {
+      dataset { type: "TestImages" }
+      loader { batch_size: 5 num_workers: 1 }
+    }
+    evaluation { evaluator { type: "TestShareError" } every_n_steps: 4 }
+    optimizer { type: "SGD" lr: 0.05 }
+    lr_schedule { type: "Cosine" warmup_steps: 2 }
+    train { max_steps: 8 clip_grad_norm: 10 intra_op_threads: 1 }
+    logging { every_n_steps: 2 }
+    seed: 3
+    checkpoint { every_n_steps: 4 keep_last: 5 output_dir: ")pb", dir, "\" }\n");
+  EXPECT_TRUE(core::MergeConfigText(text, "test", &config).ok());
+  EXPECT_TRUE(core::MergeConfigText(extra, "extra", &config).ok());
+  EXPECT_TRUE(core::ValidatePipelineConfig(config).ok()) << core::ValidatePipelineConfig(config);
+  return config;
+}
+
+absl::StatusOr<TrainResult> Train(const core::TrainPipelineConfig& config,
+                                  std::vector<at::Tensor>* params = nullptr,
+                                  bool allow_mismatch = false) {
+  core::SingleProcess single;
+  TrainerOptions options;
+  options.verbose = false;
+  options.allow_config_mismatch = allow_mismatch;
+  auto trainer = Trainer::Create(config, &single, options);
+  if (!trainer.ok()) return trainer.status();
+  auto result = (*trainer)->Run();
+  if (params != nullptr) {
+    params->clear();
+    for (const at::Tensor& p : (*trainer)->model().parameters()) params->push_back(p.detach().clone());
+  }
+  return result;
+}
+
+void ExpectBitwiseEqual(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << "parameter " << i;
+}
+
+TEST(TrainerTest, TrainsEvaluatesCheckpointsAndLogs) {
+  const std::string dir = TempDir("basic");
+  auto result = Train(Config(dir, "train { max_steps: 24 }"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 24);
+  EXPECT_EQ(result->resumed_from, -1);
+  EXPECT_EQ(result->final_metrics.at("count"), 24);  // every eval sample exactly once
+  EXPECT_LT(result->final_metrics.at("mae"), 0.1);   // the regressor learned the bright share
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint_24.pt"));
+  EXPECT_TRUE(fs::exists(dir + "/best.pt"));
+  EXPECT_TRUE(fs::exists(dir + "/metrics.jsonl"));
+  EXPECT_FALSE(fs::is_empty(dir + "/tensorboard"));
+}
+
+TEST(TrainerTest, ResumedRunEqualsUninterruptedRunBitwise) {
+  std::vector<at::Tensor> straight, resumed;
+  const std::string a = TempDir("straight"), b = TempDir("resumed");
+  ASSERT_TRUE(Train(Config(a), &straight).ok());
+  // As if the run had been killed right after step 4: only that checkpoint exists.
+  fs::create_directories(b);
+  fs::copy_file(a + "/checkpoint_4.pt", b + "/checkpoint_4.pt");
+  auto result = Train(Config(b), &resumed);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->resumed_from, 4);
+  EXPECT_EQ(result->steps, 8);
+  ExpectBitwiseEqual(straight, resumed);
+}
+
+TEST(TrainerTest, ResumeWithLossScalingAndAccumulationIsExact) {
+  const std::string extra =
+      "mixed_precision { loss_scaling: true init_scale: 1024 growth_interval: 3 }"
+      " train { gradient_accumulation_steps: 2 }"
+      " train_data { loader { batch_size: 2 } }";
+  std::vector<at::Tensor> straight, resumed;
+  const std::string a = TempDir("scaled_straight"), b = TempDir("scaled_resumed");
+  ASSERT_TRUE(Train(Config(a, extra), &straight).ok());
+  fs::create_directories(b);
+  fs::copy_file(a + "/checkpoint_4.pt", b + "/checkpoint_4.pt");
+  ASSERT_TRUE(Train(Config(b, extra), &resumed).ok());
+  ExpectBitwiseEqual(straight, resumed);
+}
+
+TEST(TrainerTest, TruncatedLatestCheckpointFallsBackAndStillMatches) {
+  std::vector<at::Tensor> straight, recovered;
+  const std::string a = TempDir("crash_a"), b = TempDir("crash_b");
+  ASSERT_TRUE(Train(Config(a), &straight).ok());
+  fs::create_directories(b);
+  fs::copy_file(a + "/checkpoint_4.pt", b + "/checkpoint_4.pt");
+  fs::copy_file(a + "/checkpoint_8.pt", b + "/checkpoint_8.pt");
+  fs::resize_file(b + "/checkpoint_8.pt", fs::file_size(b + "/checkpoint_8.pt") / 3);
+  auto result = Train(Config(b), &recovered);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->resumed_from, 4);
+  ExpectBitwiseEqual(straight, recovered);
+}
+
+TEST(TrainerTest, ConfigMismatchOnResumeIsRefusedUnlessAllowed) {
+  const std::string dir = TempDir("mismatch");
+  ASSERT_TRUE(Train(Config(dir)).ok());
+  auto refused = Train(Config(dir, "optimizer { lr: 0.07 }"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("optimizer.lr"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--allow_config_mismatch"));
+  auto allowed = Train(Config(dir, "optimizer { lr: 0.07 }"), nullptr, /*allow_mismatch=*/true);
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  EXPECT_EQ(allowed->resumed_from, 8);
+}
+
+TEST(TrainerTest, PersistentNonFiniteGradientsStopWithAClearError) {
+  const std::string dir = TempDir("nonfinite");
+  auto result = Train(Config(dir,
+                             "model { options { [type.googleapis.com/vision.engine.testing."
+                             "TestRegressorOptions] { loss_multiplier: 1e38 } } }"
+                             " mixed_precision { max_consecutive_nonfinite_steps: 2 }"
+                             " train { clip_grad_norm: 0 }"));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(result.status().message(), HasSubstr("3 consecutive steps had non-finite gradients"));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoint_4.pt"));
+}
+
+TEST(TrainerTest, EmaWeightsAreUsedForEvaluation) {
+  auto plain = Train(Config(TempDir("no_ema")));
+  auto ema = Train(Config(TempDir("ema"), "train { ema_decay: 0.5 }"));
+  ASSERT_TRUE(plain.ok() && ema.ok());
+  EXPECT_NE(plain->final_metrics.at("mae"), ema->final_metrics.at("mae"));
+}
+
+}  // namespace
+}  // namespace vision::engine
