@@ -1,0 +1,193 @@
+// Exact results of the geometric plugins on hand-made cases: output sizes, scale factors,
+// pixel layout and polygon coordinates.
+#include <memory>
+#include <random>
+#include <string>
+
+#include <opencv2/core.hpp>
+
+#include "core/augmentation.h"
+#include "core/sample.h"
+#include "data/augmentations/augmentations.pb.h"
+#include "data/augmentations/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vision::data::augmentations {
+namespace {
+
+using ::testing::IsSupersetOf;
+using testing::MakeAugmentation;
+using testing::Rect;
+
+core::Sample MakeSample(int width, int height) {
+  core::Sample sample;
+  sample.id = "plugins";
+  sample.image = cv::Mat(height, width, CV_8UC3);
+  cv::RNG(1).fill(sample.image, cv::RNG::UNIFORM, 0, 256);
+  sample.texts.push_back({Rect(10, 4, 8, 6), "a"});
+  return sample;
+}
+
+// Applies `name` with `options` to `sample` using seed 0.
+absl::Status Apply(const std::string& name, const google::protobuf::Message& options,
+                   core::Sample* sample, uint64_t seed = 0) {
+  absl::StatusOr<std::unique_ptr<core::Augmentation>> made = MakeAugmentation(name, options);
+  if (!made.ok()) return made.status();
+  std::mt19937_64 rng(seed);
+  return (*made)->Apply(sample, rng);
+}
+
+TEST(RegistrationTest, EveryAugmentationIsRegistered) {
+  EXPECT_THAT(core::AugmentationRegistry::Get().Names(),
+              IsSupersetOf({"ColorJitter", "HorizontalFlip", "Normalize", "PadToDivisor",
+                            "RandomCrop", "RandomRotate", "RandomScale", "Resize"}));
+}
+
+struct ResizeCase {
+  ResizeOptions::Mode mode;
+  int size, max_size, width, height, multiple;
+  cv::Size expected;
+};
+
+TEST(ResizeTest, ModesGiveExpectedSizesAndScales) {
+  const ResizeCase cases[] = {
+      {ResizeOptions::SHORTER_SIDE, 90, 0, 0, 0, 1, {120, 90}},
+      {ResizeOptions::SHORTER_SIDE, 90, 100, 0, 0, 1, {100, 75}},  // longer side capped
+      {ResizeOptions::LONGER_SIDE, 80, 0, 0, 0, 1, {80, 60}},
+      {ResizeOptions::FIT, 0, 0, 100, 100, 1, {100, 75}},
+      {ResizeOptions::FIT, 0, 0, 400, 60, 1, {80, 60}},
+      {ResizeOptions::EXACT, 0, 0, 50, 70, 1, {50, 70}},
+      // 160x120 -> shorter side 100 gives 133.3x100, rounded to multiples of 32.
+      {ResizeOptions::SHORTER_SIDE, 100, 0, 0, 0, 32, {128, 96}},
+  };
+  for (const ResizeCase& c : cases) {
+    ResizeOptions options;
+    options.set_mode(c.mode);
+    options.set_size(c.size);
+    options.set_max_size(c.max_size);
+    options.set_width(c.width);
+    options.set_height(c.height);
+    options.set_round_to_multiple(c.multiple);
+    core::Sample sample = MakeSample(160, 120);
+    ASSERT_TRUE(Apply("Resize", options, &sample).ok());
+    EXPECT_EQ(sample.image.size(), c.expected) << ResizeOptions::Mode_Name(c.mode);
+    const double sx = c.expected.width / 160.0, sy = c.expected.height / 120.0;
+    EXPECT_DOUBLE_EQ(sample.scale_x, sx);
+    EXPECT_DOUBLE_EQ(sample.scale_y, sy);
+    EXPECT_NEAR(sample.texts[0].polygon[2].x, 18 * sx, 1e-4);
+    EXPECT_NEAR(sample.texts[0].polygon[2].y, 10 * sy, 1e-4);
+  }
+}
+
+TEST(ResizeTest, RejectsMissingSizes) {
+  ResizeOptions options;
+  options.set_mode(ResizeOptions::FIT);
+  EXPECT_FALSE(MakeAugmentation("Resize", options).ok());
+  options.set_mode(ResizeOptions::SHORTER_SIDE);
+  options.set_size(-3);
+  EXPECT_FALSE(MakeAugmentation("Resize", options).ok());
+}
+
+TEST(RandomScaleTest, ScalesWithinRangeKeepingAspectAndComposesScaleFactors) {
+  RandomScaleOptions options;
+  options.set_min_scale(0.5);
+  options.set_max_scale(3.0);
+  double smallest = 10, largest = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    core::Sample sample = MakeSample(40, 30);
+    sample.scale_x = sample.scale_y = 0.5;  // an earlier resize
+    ASSERT_TRUE(Apply("RandomScale", options, &sample, seed).ok());
+    const double s = sample.image.cols / 40.0;
+    EXPECT_GE(s, 0.5 - 1 / 40.0);
+    EXPECT_LE(s, 3.0 + 1 / 40.0);
+    EXPECT_NEAR(sample.image.rows, 30 * s, 1.0);
+    EXPECT_DOUBLE_EQ(sample.scale_x, 0.5 * sample.image.cols / 40.0);
+    EXPECT_DOUBLE_EQ(sample.scale_y, 0.5 * sample.image.rows / 30.0);
+    smallest = std::min(smallest, s);
+    largest = std::max(largest, s);
+  }
+  // Draws spread over the range rather than sticking to one value.
+  EXPECT_LT(smallest, 1.0);
+  EXPECT_GT(largest, 2.0);
+}
+
+TEST(PadToDivisorTest, PadsBottomRightWithFill) {
+  PadToDivisorOptions options;
+  options.set_divisor(32);
+  for (float v : {1.0f, 2.0f, 3.0f}) options.add_image_fill(v);
+  core::Sample sample = MakeSample(100, 70);
+  sample.semantic = cv::Mat(70, 100, CV_8U, cv::Scalar(4));
+  const cv::Mat before = sample.image.clone();
+  ASSERT_TRUE(Apply("PadToDivisor", options, &sample).ok());
+  ASSERT_EQ(sample.image.size(), cv::Size(128, 96));
+  EXPECT_EQ(cv::norm(sample.image(cv::Rect(0, 0, 100, 70)), before, cv::NORM_INF), 0);
+  EXPECT_EQ(sample.image.at<cv::Vec3b>(95, 127), cv::Vec3b(1, 2, 3));
+  EXPECT_EQ(sample.semantic.at<uint8_t>(95, 127), 255);
+  EXPECT_EQ(sample.semantic.at<uint8_t>(69, 99), 4);
+  EXPECT_EQ(sample.texts[0].polygon, Rect(10, 4, 8, 6));
+  EXPECT_EQ(sample.scale_x, 1.0);
+
+  core::Sample aligned = MakeSample(64, 32);
+  ASSERT_TRUE(Apply("PadToDivisor", options, &aligned).ok());
+  EXPECT_EQ(aligned.image.size(), cv::Size(64, 32));
+}
+
+TEST(HorizontalFlipTest, MirrorsPixelsAndPolygonsOrNothing) {
+  HorizontalFlipOptions options;
+  options.set_probability(1);
+  core::Sample sample = MakeSample(40, 20);
+  cv::Mat expected;
+  cv::flip(sample.image, expected, 1);
+  ASSERT_TRUE(Apply("HorizontalFlip", options, &sample).ok());
+  EXPECT_EQ(cv::norm(sample.image, expected, cv::NORM_INF), 0);
+  EXPECT_EQ(sample.texts[0].polygon, Rect(22, 4, 8, 6));
+
+  options.set_probability(0);
+  core::Sample unflipped = MakeSample(40, 20);
+  const cv::Mat before = unflipped.image.clone();
+  ASSERT_TRUE(Apply("HorizontalFlip", options, &unflipped).ok());
+  EXPECT_EQ(cv::norm(unflipped.image, before, cv::NORM_INF), 0);
+}
+
+TEST(RandomRotateTest, QuarterTurnWithExpandMatchesCvRotate) {
+  RandomRotateOptions options;
+  options.set_min_angle(90);
+  options.set_max_angle(90);
+  options.set_expand(true);
+  core::Sample sample = MakeSample(40, 20);
+  cv::Mat expected;
+  cv::rotate(sample.image, expected, cv::ROTATE_90_COUNTERCLOCKWISE);
+  ASSERT_TRUE(Apply("RandomRotate", options, &sample).ok());
+  ASSERT_EQ(sample.image.size(), cv::Size(20, 40));
+  EXPECT_LE(cv::norm(sample.image, expected, cv::NORM_INF), 1);
+  // Counter-clockwise: (x, y) -> (y, W - x) with W = 40.
+  ASSERT_EQ(sample.texts.size(), 1u);
+  const core::Polygon& p = sample.texts[0].polygon;
+  EXPECT_NEAR(p[0].x, 4, 1e-4);
+  EXPECT_NEAR(p[0].y, 30, 1e-4);
+  EXPECT_NEAR(p[2].x, 10, 1e-4);
+  EXPECT_NEAR(p[2].y, 22, 1e-4);
+}
+
+TEST(RandomRotateTest, KeepSizeClipsCornersAndZeroAngleIsIdentity) {
+  RandomRotateOptions options;
+  options.set_min_angle(45);
+  options.set_max_angle(45);
+  core::Sample sample = MakeSample(40, 20);
+  sample.texts = {{Rect(34, 0, 6, 4), "corner"}};
+  ASSERT_TRUE(Apply("RandomRotate", options, &sample).ok());
+  EXPECT_EQ(sample.image.size(), cv::Size(40, 20));
+  EXPECT_TRUE(sample.texts.empty());  // the top-right corner turns above the canvas
+
+  options.set_min_angle(0);
+  options.set_max_angle(0);
+  core::Sample still = MakeSample(40, 20);
+  const cv::Mat before = still.image.clone();
+  ASSERT_TRUE(Apply("RandomRotate", options, &still).ok());
+  EXPECT_EQ(cv::norm(still.image, before, cv::NORM_INF), 0);
+  EXPECT_EQ(still.texts[0].polygon, Rect(10, 4, 8, 6));
+}
+
+}  // namespace
+}  // namespace vision::data::augmentations

@@ -1,0 +1,86 @@
+// "Resize": to a target size by shorter side, longer side, fit-into-box (all keeping the aspect
+// ratio) or exactly; optionally rounding each side to a multiple (DBNet's evaluation resize).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "core/augmentation.h"
+#include "core/status_macros.h"
+#include "data/augmentations/augmentations.pb.h"
+#include "data/augmentations/geometry.h"
+
+namespace vision::data::augmentations {
+namespace {
+
+class Resize : public core::Augmentation {
+ public:
+  static absl::StatusOr<std::unique_ptr<Resize>> Create(const ResizeOptions& options) {
+    const bool by_side = options.mode() == ResizeOptions::SHORTER_SIDE ||
+                         options.mode() == ResizeOptions::LONGER_SIDE;
+    if (by_side && options.size() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ResizeOptions.size: must be > 0 for mode ",
+                       ResizeOptions::Mode_Name(options.mode()), ", got ", options.size()));
+    }
+    if (!by_side && (options.width() <= 0 || options.height() <= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ResizeOptions.width/height: must both be > 0 for mode ",
+          ResizeOptions::Mode_Name(options.mode()), ", got ", options.width(), "x",
+          options.height()));
+    }
+    if (options.max_size() < 0 || options.round_to_multiple() < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ResizeOptions: need max_size >= 0 and round_to_multiple >= 1, got ",
+          options.max_size(), " and ", options.round_to_multiple()));
+    }
+    return std::unique_ptr<Resize>(new Resize(options));
+  }
+
+  absl::Status Apply(core::Sample* sample, std::mt19937_64& rng) const override {
+    VISION_RETURN_IF_ERROR(CheckHasImage(*sample));
+    return ResizeSample(TargetSize(sample->image.size()), sample);
+  }
+
+ private:
+  explicit Resize(const ResizeOptions& options) : options_(options) {}
+
+  cv::Size TargetSize(cv::Size size) const {
+    const double w = size.width, h = size.height;
+    double scale = 1;
+    switch (options_.mode()) {
+      case ResizeOptions::SHORTER_SIDE:
+        scale = options_.size() / std::min(w, h);
+        if (options_.max_size() > 0 && std::max(w, h) * scale > options_.max_size()) {
+          scale = options_.max_size() / std::max(w, h);
+        }
+        break;
+      case ResizeOptions::LONGER_SIDE:
+        scale = options_.size() / std::max(w, h);
+        break;
+      case ResizeOptions::FIT:
+        scale = std::min(options_.width() / w, options_.height() / h);
+        break;
+      case ResizeOptions::EXACT:
+        return Rounded(options_.width(), options_.height());
+    }
+    return Rounded(w * scale, h * scale);
+  }
+
+  cv::Size Rounded(double w, double h) const {
+    const int m = options_.round_to_multiple();
+    auto round = [m](double side) {
+      return std::max(m, static_cast<int>(std::lround(side / m)) * m);
+    };
+    return cv::Size(round(w), round(h));
+  }
+
+  const ResizeOptions options_;
+};
+
+VISION_REGISTER_PLUGIN(core::AugmentationRegistry, "Resize", Resize, ResizeOptions);
+
+}  // namespace
+}  // namespace vision::data::augmentations

@@ -1,0 +1,195 @@
+#include "evaluation/icdar2015/icdar2015_evaluator.h"
+
+#include <cmath>
+#include <utility>
+
+#include <opencv2/imgproc.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "polyclipping/clipper.hpp"
+
+namespace vision::evaluation::icdar2015 {
+namespace {
+
+// Clipper works on integers: 1/1024 px, and coordinates up to 10^6 px stay in its fast range.
+constexpr double kScale = 1024.0;
+
+constexpr char kStateTag[] = "ICDAR2015Hmean";
+
+ClipperLib::Path ToPath(const core::Polygon& polygon) {
+  ClipperLib::Path path;
+  path.reserve(polygon.size());
+  for (const cv::Point2f& p : polygon) {
+    path.emplace_back(static_cast<ClipperLib::cInt>(std::llround(p.x * kScale)),
+                      static_cast<ClipperLib::cInt>(std::llround(p.y * kScale)));
+  }
+  return path;
+}
+
+// Sum of signed areas: Clipper's results have positive outer rings and negative holes.
+double AreaOf(const ClipperLib::Paths& paths) {
+  double area = 0;
+  for (const ClipperLib::Path& path : paths) area += ClipperLib::Area(path);
+  return std::abs(area) / (kScale * kScale);
+}
+
+bool BoundsOverlap(const core::Polygon& a, const core::Polygon& b) {
+  const cv::Rect2f ra = cv::boundingRect(a), rb = cv::boundingRect(b);
+  return ra.x <= rb.x + rb.width && rb.x <= ra.x + ra.width && ra.y <= rb.y + rb.height &&
+         rb.y <= ra.y + ra.height;
+}
+
+bool AllFinite(const core::Polygon& polygon) {
+  for (const cv::Point2f& p : polygon) {
+    if (!std::isfinite(p.x) || !std::isfinite(p.y)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+double PolygonArea(const core::Polygon& polygon) {
+  if (polygon.size() < 3) return 0;
+  ClipperLib::Paths simple;
+  ClipperLib::SimplifyPolygon(ToPath(polygon), simple, ClipperLib::pftNonZero);
+  return AreaOf(simple);
+}
+
+double IntersectionArea(const core::Polygon& a, const core::Polygon& b) {
+  if (a.size() < 3 || b.size() < 3 || !BoundsOverlap(a, b)) return 0;
+  ClipperLib::Clipper clipper;
+  clipper.AddPath(ToPath(a), ClipperLib::ptSubject, /*Closed=*/true);
+  clipper.AddPath(ToPath(b), ClipperLib::ptClip, /*Closed=*/true);
+  ClipperLib::Paths intersection;
+  clipper.Execute(ClipperLib::ctIntersection, intersection, ClipperLib::pftNonZero,
+                  ClipperLib::pftNonZero);
+  return AreaOf(intersection);
+}
+
+double IoU(const core::Polygon& a, const core::Polygon& b) {
+  const double intersection = IntersectionArea(a, b);
+  const double uni = PolygonArea(a) + PolygonArea(b) - intersection;
+  return uni > 0 ? intersection / uni : 0;
+}
+
+absl::StatusOr<std::unique_ptr<ICDAR2015HmeanEvaluator>> ICDAR2015HmeanEvaluator::Create(
+    const ICDAR2015HmeanOptions& options) {
+  if (!(options.iou_threshold() >= 0 && options.iou_threshold() < 1) ||
+      !(options.area_precision_constraint() >= 0 && options.area_precision_constraint() < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ICDAR2015HmeanOptions: iou_threshold and area_precision_constraint must be in [0, 1), "
+        "got ",
+        options.iou_threshold(), " and ", options.area_precision_constraint()));
+  }
+  return std::unique_ptr<ICDAR2015HmeanEvaluator>(new ICDAR2015HmeanEvaluator(options));
+}
+
+void ICDAR2015HmeanEvaluator::Reset() {
+  matched_ = 0;
+  num_gt_care_ = 0;
+  num_det_care_ = 0;
+}
+
+absl::Status ICDAR2015HmeanEvaluator::Add(const core::Sample& prediction,
+                                          const core::Sample& ground_truth) {
+  if (!prediction.id.empty() && !ground_truth.id.empty() && prediction.id != ground_truth.id) {
+    return absl::InvalidArgumentError(absl::StrCat("prediction for '", prediction.id,
+                                                   "' was paired with the ground truth of '",
+                                                   ground_truth.id, "'; pair them by sample"));
+  }
+  const std::vector<core::TextInstance>& gts = ground_truth.texts;
+  const std::vector<core::TextInstance>& dets = prediction.texts;
+  for (const auto* texts : {&gts, &dets}) {
+    for (size_t i = 0; i < texts->size(); ++i) {
+      if (!AllFinite((*texts)[i].polygon)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sample '", ground_truth.id, "': ", texts == &gts ? "ground truth" : "detection",
+            " text ", i, " has a non-finite coordinate"));
+      }
+    }
+  }
+
+  // Rule 1: detections mostly inside one don't-care region are excluded.
+  std::vector<bool> det_excluded(dets.size(), false);
+  for (size_t d = 0; d < dets.size(); ++d) {
+    const double det_area = PolygonArea(dets[d].polygon);
+    for (const core::TextInstance& gt : gts) {
+      if (!gt.ignore) continue;
+      const double covered =
+          det_area > 0 ? IntersectionArea(gt.polygon, dets[d].polygon) / det_area : 0;
+      if (covered > options_.area_precision_constraint()) {
+        det_excluded[d] = true;
+        break;
+      }
+    }
+  }
+
+  // Rule 2: greedy one-to-one matching in index order.
+  std::vector<bool> det_matched(dets.size(), false);
+  int64_t matched = 0;
+  for (const core::TextInstance& gt : gts) {
+    if (gt.ignore) continue;
+    for (size_t d = 0; d < dets.size(); ++d) {
+      if (det_matched[d] || det_excluded[d]) continue;
+      if (IoU(gt.polygon, dets[d].polygon) > options_.iou_threshold()) {
+        det_matched[d] = true;
+        ++matched;
+        break;
+      }
+    }
+  }
+
+  int64_t gt_care = 0;
+  for (const core::TextInstance& gt : gts) gt_care += gt.ignore ? 0 : 1;
+  int64_t det_care = 0;
+  for (bool excluded : det_excluded) det_care += excluded ? 0 : 1;
+  matched_ += matched;
+  num_gt_care_ += gt_care;
+  num_det_care_ += det_care;
+  return absl::OkStatus();
+}
+
+std::map<std::string, double> ICDAR2015HmeanEvaluator::Compute() const {
+  const double recall =
+      num_gt_care_ == 0 ? 0 : static_cast<double>(matched_) / static_cast<double>(num_gt_care_);
+  const double precision = num_det_care_ == 0 ? 0
+                                              : static_cast<double>(matched_) /
+                                                    static_cast<double>(num_det_care_);
+  const double hmean =
+      precision + recall == 0 ? 0 : 2 * precision * recall / (precision + recall);
+  return {{"precision", precision}, {"recall", recall}, {"hmean", hmean}};
+}
+
+std::vector<double> ICDAR2015HmeanEvaluator::State() const {
+  return {static_cast<double>(matched_), static_cast<double>(num_gt_care_),
+          static_cast<double>(num_det_care_)};
+}
+
+std::string ICDAR2015HmeanEvaluator::SerializeState() const {
+  return absl::StrCat(kStateTag, " ", matched_, " ", num_gt_care_, " ", num_det_care_);
+}
+
+absl::Status ICDAR2015HmeanEvaluator::MergeState(const std::string& state) {
+  const std::vector<std::string> fields = absl::StrSplit(state, ' ');
+  int64_t counts[3];
+  bool ok = fields.size() == 4 && fields[0] == kStateTag;
+  for (int i = 0; ok && i < 3; ++i) {
+    ok = absl::SimpleAtoi(fields[i + 1], &counts[i]) && counts[i] >= 0;
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ICDAR2015Hmean MergeState: expected another ICDAR2015Hmean evaluator's SerializeState() ('",
+        kStateTag, " <matched> <care gt> <care det>'), got '", state.substr(0, 80), "'"));
+  }
+  matched_ += counts[0];
+  num_gt_care_ += counts[1];
+  num_det_care_ += counts[2];
+  return absl::OkStatus();
+}
+
+VISION_REGISTER_PLUGIN(core::EvaluatorRegistry, "ICDAR2015Hmean", ICDAR2015HmeanEvaluator,
+                       ICDAR2015HmeanOptions);
+
+}  // namespace vision::evaluation::icdar2015
