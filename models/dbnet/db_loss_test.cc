@@ -1,0 +1,123 @@
+#include "models/dbnet/db_loss.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "gtest/gtest.h"
+
+namespace vision::models::dbnet {
+namespace {
+
+at::Tensor Map(std::vector<float> values) {
+  return at::tensor(values, at::kFloat).reshape({1, 4, 4});
+}
+
+// A 4 x 4 case small enough to do by hand. Two text pixels (P = 0.8, 0.6), one pixel outside
+// the training mask (P = 0.99, which must not count) and 13 negatives, of which OHEM keeps
+// the 3 * 2 = 6 with the highest loss, i.e. the highest probabilities.
+class DBLossHandCase : public ::testing::Test {
+ protected:
+  const at::Tensor gt = Map({1, 1, 0, 0,  //
+                             0, 0, 0, 0,  //
+                             0, 0, 0, 0,  //
+                             0, 0, 0, 0});
+  const at::Tensor mask = Map({1, 1, 1, 1,  //
+                               1, 1, 1, 0,  //
+                               1, 1, 1, 1,  //
+                               1, 1, 1, 1});
+  const at::Tensor probability = Map({0.8f, 0.6f, 0.9f, 0.7f,   //
+                                      0.5f, 0.4f, 0.3f, 0.99f,  //
+                                      0.2f, 0.1f, 0.1f, 0.1f,   //
+                                      0.1f, 0.1f, 0.1f, 0.05f});
+};
+
+TEST_F(DBLossHandCase, BalancedBCEWithHardNegativeMining) {
+  // Hardest 6 of the 13 negatives: 0.9, 0.7, 0.5, 0.4, 0.3, 0.2.
+  const double expected = (-std::log(0.8) - std::log(0.6) - std::log(0.1) - std::log(0.3) -
+                           std::log(0.5) - std::log(0.6) - std::log(0.7) - std::log(0.8)) /
+                          (2 + 6 + 1e-6);
+  EXPECT_NEAR(BalancedBCELoss(probability, gt, mask, 3.0f, 1e-6f).item<double>(), expected, 1e-5);
+  // Ratio 1: the 2 hardest negatives only.
+  const double ratio_one =
+      (-std::log(0.8) - std::log(0.6) - std::log(0.1) - std::log(0.3)) / (2 + 2 + 1e-6);
+  EXPECT_NEAR(BalancedBCELoss(probability, gt, mask, 1.0f, 1e-6f).item<double>(), ratio_one, 1e-5);
+  // Ratio 10: all 13 negatives (there are no more).
+  double all = -std::log(0.8) - std::log(0.6);
+  for (float p : {0.9f, 0.7f, 0.5f, 0.4f, 0.3f, 0.2f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.05f}) {
+    all -= std::log(1.0 - p);
+  }
+  EXPECT_NEAR(BalancedBCELoss(probability, gt, mask, 10.0f, 1e-6f).item<double>(),
+              all / (2 + 13 + 1e-6), 1e-5);
+}
+
+TEST_F(DBLossHandCase, NoTextMeansNoProbabilityLoss) {
+  // No positives: no negatives are mined either, as in the references.
+  EXPECT_EQ(BalancedBCELoss(probability, at::zeros_like(gt), mask, 3.0f, 1e-6f).item<float>(),
+            0.0f);
+}
+
+TEST_F(DBLossHandCase, MaskedL1) {
+  const at::Tensor threshold = Map({0.3f, 0.5f, 0.7f, 0.3f,  //
+                                    0.3f, 0.3f, 0.3f, 0.3f,  //
+                                    0.3f, 0.3f, 0.3f, 0.3f,  //
+                                    0.3f, 0.3f, 0.3f, 0.9f});
+  const at::Tensor target = Map({0.7f, 0.7f, 0.7f, 0.3f,  //
+                                 0.3f, 0.3f, 0.3f, 0.3f,  //
+                                 0.3f, 0.3f, 0.3f, 0.3f,  //
+                                 0.3f, 0.3f, 0.3f, 0.3f});
+  const at::Tensor thresh_mask = Map({1, 1, 1, 0,  //
+                                      0, 0, 0, 0,  //
+                                      0, 0, 0, 0,  //
+                                      0, 0, 0, 0});
+  // |0.3 - 0.7| + |0.5 - 0.7| + 0 over 3 pixels; the 0.9 outside the mask does not count.
+  EXPECT_NEAR(MaskedL1Loss(threshold, target, thresh_mask).item<double>(), 0.6 / 3, 1e-6);
+  EXPECT_EQ(MaskedL1Loss(threshold, target, at::zeros_like(thresh_mask)).item<float>(), 0.0f);
+}
+
+TEST_F(DBLossHandCase, DiceOverTheTrainingMask) {
+  // Binary map = probability here: intersection 0.8 + 0.6 = 1.4; sum of B over the mask is
+  // the sum of all entries but the masked 0.99; sum of gt = 2.
+  double sum_b = 0;
+  for (float p : {0.8f, 0.6f, 0.9f, 0.7f, 0.5f, 0.4f, 0.3f, 0.2f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f,
+                  0.1f, 0.05f}) {
+    sum_b += p;
+  }
+  const double expected = 1.0 - 2.0 * 1.4 / (sum_b + 2.0 + 1e-6);
+  EXPECT_NEAR(DiceLoss(probability, gt, mask, 1e-6f).item<double>(), expected, 1e-5);
+  // Perfect prediction: 0.
+  EXPECT_NEAR(DiceLoss(gt, gt, mask, 1e-6f).item<double>(), 0.0, 1e-6);
+}
+
+TEST_F(DBLossHandCase, DBLossAppliesAlphaAndBeta) {
+  const at::Tensor threshold = at::full({1, 4, 4}, 0.5f);
+  const at::Tensor thresh_map = at::full({1, 4, 4}, 0.3f);
+  DBTargets targets{gt, mask, thresh_map, at::ones({1, 4, 4})};
+  DBLossOptions options;
+  options.alpha = 2.0f;
+  options.beta = 10.0f;
+  const std::map<std::string, at::Tensor> losses =
+      DBLoss(probability, threshold, probability, targets, options);
+  ASSERT_EQ(losses.size(), 3u);
+  EXPECT_NEAR(losses.at("loss_prob").item<double>(),
+              BalancedBCELoss(probability, gt, mask, 3.0f, 1e-6f).item<double>(), 1e-7);
+  EXPECT_NEAR(losses.at("loss_binary").item<double>(),
+              2.0 * DiceLoss(probability, gt, mask, 1e-6f).item<double>(), 1e-6);
+  EXPECT_NEAR(losses.at("loss_thresh").item<double>(), 10.0 * 0.2, 1e-5);
+}
+
+TEST_F(DBLossHandCase, GradientsFlowOnlyThroughCountedPixels) {
+  const at::Tensor p = probability.clone().set_requires_grad(true);
+  BalancedBCELoss(p, gt, mask, 3.0f, 1e-6f).backward();
+  const at::Tensor grad = p.grad().reshape({16});
+  EXPECT_EQ(grad[7].item<float>(), 0.0f);   // outside the mask
+  EXPECT_EQ(grad[15].item<float>(), 0.0f);  // an easy negative, not mined
+  EXPECT_LT(grad[0].item<float>(), 0.0f);   // a positive: raise P
+  EXPECT_GT(grad[2].item<float>(), 0.0f);   // the hardest negative: lower P
+}
+
+}  // namespace
+}  // namespace vision::models::dbnet

@@ -1,0 +1,206 @@
+#include "models/dbnet/dbnet.h"
+
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/utils.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace vision::models::dbnet {
+namespace {
+
+constexpr char kDefaultBackbone[] = "ResNet18";
+
+absl::Status FieldError(const std::string& field, const std::string& problem) {
+  return absl::InvalidArgumentError(absl::StrCat("DBNetOptions.", field, ": ", problem));
+}
+
+at::Tensor Target(const core::Batch& batch, const char* name, const at::Tensor& like) {
+  auto it = batch.targets.find(name);
+  if (it == batch.targets.end()) {
+    std::vector<std::string> present;
+    for (const auto& [key, value] : batch.targets) present.push_back(key);
+    TORCH_CHECK(false, "DBNet::Losses: the batch has no target '", name,
+                "' (it has: ", absl::StrJoin(present, ", "),
+                "); the loader must run the generator from DBNet's MakeTargetGenerator()");
+  }
+  const at::Tensor& target = it->second;
+  TORCH_CHECK(target.dim() == 3 && target.size(0) == like.size(0) &&
+                  target.size(1) == like.size(1) && target.size(2) == like.size(2),
+              "DBNet::Losses: target '", name, "' has shape ", target.sizes(),
+              ", expected [N, H, W] = ", like.sizes(), " (the images' batch size and size)");
+  return target.to(like.device(), at::kFloat);
+}
+
+}  // namespace
+
+absl::StatusOr<DBNetConfig> ConfigFromProto(const DBNetOptions& options) {
+  DBNetConfig config;
+  config.inner_channels = options.inner_channels();
+  if (config.inner_channels <= 0 || config.inner_channels % 4 != 0) {
+    return FieldError("inner_channels", absl::StrCat("must be a positive multiple of 4 (the "
+                                                     "four fused levels), got ",
+                                                     options.inner_channels()));
+  }
+  config.k = options.k();
+  if (!(options.k() > 0)) return FieldError("k", absl::StrCat("must be > 0, got ", options.k()));
+  config.loss.alpha = options.alpha();
+  config.loss.beta = options.beta();
+  if (options.alpha() < 0 || options.beta() < 0) {
+    return FieldError("alpha/beta", absl::StrCat("loss weights must be >= 0, got ", options.alpha(),
+                                                 "/", options.beta()));
+  }
+  config.loss.ohem_negative_ratio = options.ohem_negative_ratio();
+  if (!(options.ohem_negative_ratio() > 0)) {
+    return FieldError("ohem_negative_ratio",
+                      absl::StrCat("must be > 0, got ", options.ohem_negative_ratio()));
+  }
+
+  const LabelOptions& labels = options.labels();
+  config.labels.shrink_ratio = labels.shrink_ratio();
+  config.labels.thresh_min = labels.thresh_min();
+  config.labels.thresh_max = labels.thresh_max();
+  config.labels.min_text_size = labels.min_text_size();
+  if (!(labels.shrink_ratio() > 0 && labels.shrink_ratio() < 1)) {
+    return FieldError("labels.shrink_ratio",
+                      absl::StrCat("must be in (0, 1), got ", labels.shrink_ratio()));
+  }
+  if (!(labels.thresh_min() >= 0 && labels.thresh_min() < labels.thresh_max() &&
+        labels.thresh_max() <= 1)) {
+    return FieldError("labels.thresh_min/thresh_max",
+                      absl::StrCat("need 0 <= thresh_min < thresh_max <= 1, got ",
+                                   labels.thresh_min(), "/", labels.thresh_max()));
+  }
+  if (labels.min_text_size() < 0) {
+    return FieldError("labels.min_text_size",
+                      absl::StrCat("must be >= 0, got ", labels.min_text_size()));
+  }
+
+  const PostProcessOptions& post = options.post_process();
+  config.post_process.binary_threshold = post.binary_threshold();
+  config.post_process.box_threshold = post.box_threshold();
+  config.post_process.unclip_ratio = post.unclip_ratio();
+  config.post_process.max_candidates = post.max_candidates();
+  config.post_process.min_box_size = post.min_box_size();
+  config.post_process.output = post.output() == PostProcessOptions::POLYGON
+                                   ? OutputShape::kPolygon
+                                   : OutputShape::kQuadrilateral;
+  if (!(post.binary_threshold() > 0 && post.binary_threshold() < 1)) {
+    return FieldError("post_process.binary_threshold",
+                      absl::StrCat("must be in (0, 1), got ", post.binary_threshold()));
+  }
+  if (!(post.box_threshold() >= 0 && post.box_threshold() <= 1)) {
+    return FieldError("post_process.box_threshold",
+                      absl::StrCat("must be in [0, 1], got ", post.box_threshold()));
+  }
+  if (!(post.unclip_ratio() > 0)) {
+    return FieldError("post_process.unclip_ratio",
+                      absl::StrCat("must be > 0, got ", post.unclip_ratio()));
+  }
+  if (post.max_candidates() <= 0) {
+    return FieldError("post_process.max_candidates",
+                      absl::StrCat("must be > 0, got ", post.max_candidates()));
+  }
+  return config;
+}
+
+DBNetImpl::DBNetImpl(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config)
+    : config_(config), backbone_(std::move(backbone)) {
+  register_module("backbone", backbone_);
+  neck_ = register_module("neck",
+                          DBNeck(DBNeckOptions(backbone_->OutChannels(), config_.inner_channels)));
+  head_ = register_module("head", DBHead(DBHeadOptions(config_.inner_channels).k(config_.k)));
+}
+
+absl::StatusOr<std::unique_ptr<DBNetImpl>> DBNetImpl::Create(const DBNetOptions& options) {
+  absl::StatusOr<DBNetConfig> config = ConfigFromProto(options);
+  if (!config.ok()) return config.status();
+  const std::string type =
+      options.backbone().type().empty() ? kDefaultBackbone : options.backbone().type();
+  absl::StatusOr<std::unique_ptr<core::Backbone>> backbone =
+      core::BackboneRegistry::Get().Create(type, options.backbone().options());
+  if (!backbone.ok()) {
+    return absl::Status(backbone.status().code(),
+                        absl::StrCat("DBNetOptions.backbone: ", backbone.status().message()));
+  }
+  const std::vector<int64_t> strides = (*backbone)->Strides();
+  if (strides != std::vector<int64_t>{4, 8, 16, 32} || (*backbone)->OutChannels().size() != 4) {
+    return FieldError("backbone",
+                      absl::StrCat("DBNet's FPN needs four levels at strides 4, 8, 16, 32; "
+                                   "backbone '",
+                                   type, "' gives strides [", absl::StrJoin(strides, ", "),
+                                   "]; configure it to output those four levels"));
+  }
+  try {
+    return std::make_unique<DBNetImpl>(std::shared_ptr<core::Backbone>(std::move(*backbone)),
+                                       *config);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("DBNet: building the network failed: ", e.what_without_backtrace()));
+  }
+}
+
+DBHeadOutput DBNetImpl::Forward(const at::Tensor& images, bool with_threshold) {
+  return head_->forward(neck_->forward(backbone_->Forward(images)), with_threshold);
+}
+
+std::map<std::string, at::Tensor> DBNetImpl::Losses(const core::Batch& batch) {
+  const DBHeadOutput out = Forward(batch.images, /*with_threshold=*/true);
+  const at::Tensor probability = out.probability.squeeze(1);
+  DBTargets targets;
+  targets.gt = Target(batch, kGtTarget, probability);
+  targets.mask = Target(batch, kMaskTarget, probability);
+  targets.thresh_map = Target(batch, kThreshMapTarget, probability);
+  targets.thresh_mask = Target(batch, kThreshMaskTarget, probability);
+  return DBLoss(probability, out.threshold.squeeze(1), out.binary.squeeze(1), targets,
+                config_.loss);
+}
+
+std::vector<core::Sample> DBNetImpl::Predict(const core::Batch& batch) {
+  TORCH_CHECK(static_cast<int64_t>(batch.samples.size()) == batch.images.size(0),
+              "DBNet::Predict: the batch has ", batch.images.size(0), " images but ",
+              batch.samples.size(), " samples");
+  at::Tensor probability;
+  {
+    torch::NoGradGuard no_grad;
+    probability = Forward(batch.images, /*with_threshold=*/false)
+                      .probability.squeeze(1)
+                      .to(at::kCPU, at::kFloat)
+                      .contiguous();
+  }
+  std::vector<core::Sample> predictions;
+  predictions.reserve(batch.samples.size());
+  for (size_t i = 0; i < batch.samples.size(); ++i) {
+    const core::Sample& sample = batch.samples[i];
+    const at::Tensor map = probability[static_cast<int64_t>(i)];
+    const cv::Mat map_mat(static_cast<int>(map.size(0)), static_cast<int>(map.size(1)), CV_32F,
+                          map.data_ptr<float>());
+    core::Sample prediction;
+    prediction.id = sample.id;
+    prediction.image_path = sample.image_path;
+    // Without a recorded original size, the current image maps back to the original.
+    prediction.original_width = sample.original_width > 0
+                                    ? sample.original_width
+                                    : static_cast<int>(map_mat.cols / sample.scale_x + 0.5);
+    prediction.original_height = sample.original_height > 0
+                                     ? sample.original_height
+                                     : static_cast<int>(map_mat.rows / sample.scale_y + 0.5);
+    prediction.texts =
+        ExtractTextRegions(map_mat, config_.post_process, sample.scale_x, sample.scale_y,
+                           prediction.original_width, prediction.original_height);
+    predictions.push_back(std::move(prediction));
+  }
+  return predictions;
+}
+
+std::shared_ptr<const core::TargetGenerator> DBNetImpl::MakeTargetGenerator() const {
+  return std::make_shared<DBTargetGenerator>(config_.labels);
+}
+
+VISION_REGISTER_PLUGIN(core::ModelRegistry, "DBNet", DBNetImpl, DBNetOptions);
+
+}  // namespace vision::models::dbnet
