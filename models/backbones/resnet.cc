@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/batch_norm.h"
 #include "core/backbone.h"
 #include "models/backbones/frozen_batch_norm.h"
 #include "models/backbones/resnet.pb.h"
@@ -40,7 +41,8 @@ torch::nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride =
 
 torch::nn::AnyModule Norm(int64_t channels, bool frozen) {
   if (frozen) return torch::nn::AnyModule(FrozenBatchNorm2d(channels));
-  return torch::nn::AnyModule(torch::nn::BatchNorm2d(channels));
+  // core::BatchNorm2d: SyncBatchNorm attaches to it (distributed/sync_batchnorm).
+  return torch::nn::AnyModule(core::BatchNorm2d(channels));
 }
 
 // Submodules are registered in torchvision's order so that named_parameters() lists keys in

@@ -11,6 +11,8 @@
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/utils.h>
 
+#include "core/batch_norm.h"
+
 namespace vision::models::dbnet {
 namespace {
 
@@ -26,9 +28,9 @@ torch::nn::Sequential MakeBranch(int64_t in_channels) {
   const int64_t hidden = in_channels / 4;
   return torch::nn::Sequential(
       torch::nn::Conv2d(torch::nn::Conv2dOptions(in_channels, hidden, 3).padding(1).bias(false)),
-      torch::nn::BatchNorm2d(hidden), torch::nn::ReLU(),
+      core::BatchNorm2d(hidden), torch::nn::ReLU(),
       torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(hidden, hidden, 2).stride(2)),
-      torch::nn::BatchNorm2d(hidden), torch::nn::ReLU(),
+      core::BatchNorm2d(hidden), torch::nn::ReLU(),
       torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(hidden, 1, 2).stride(2)),
       torch::nn::Sigmoid());
 }
@@ -44,7 +46,7 @@ void InitializeDBWeights(torch::nn::Module& module) {
       torch::nn::init::kaiming_normal_(conv->weight);
     } else if (auto* deconv = m->as<torch::nn::ConvTranspose2dImpl>()) {
       torch::nn::init::kaiming_normal_(deconv->weight);
-    } else if (auto* bn = m->as<torch::nn::BatchNorm2dImpl>()) {
+    } else if (auto* bn = m->as<core::BatchNorm2dImpl>()) {
       bn->weight.fill_(1.0);
       bn->bias.fill_(1e-4);
     }

@@ -1,0 +1,183 @@
+// Step time of data-parallel training of a small conv net on CPU with Gloo, per gradient
+// communication strategy, at world size 1 and 2 (one process per rank, forked here), measured
+// side by side in one run. Prints ms/step (mean over the timed steps, rank 0's clock; every
+// rank waits for the others in the collectives) and the parameter checksum after training, which
+// must agree between the exact strategies of a world size.
+//
+//   bazel run -c opt //distributed/strategies:comm_benchmark -- --steps=20 --batch=8
+//
+// "none" trains each rank on its own (no communication): the compute-only baseline.
+//
+// c10d::Reducer (the C++ engine of PyTorch's DDP) is not compared: its header includes
+// torch/csrc/distributed/autograd/, which Debian's libtorch-dev does not ship.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "distributed/process_group/multiprocess_testing.h"
+#include "distributed/process_group/process_group.h"
+#include "distributed/strategies/strategies.h"
+
+ABSL_FLAG(int, steps, 20, "timed steps per configuration");
+ABSL_FLAG(int, warmup, 3, "untimed steps first");
+ABSL_FLAG(int, batch, 8, "images per rank and step");
+ABSL_FLAG(int, image_size, 32, "square input size");
+ABSL_FLAG(double, bucket_cap_mb, 1.0, "bucket capacity of the bucketed strategies");
+ABSL_FLAG(int, threads, 1, "intra-op threads per rank");
+ABSL_FLAG(int, repeats, 1,
+          "sweeps over all configurations; interleaving repeats spreads drifting machine load "
+          "over all of them (take the median per line)");
+
+namespace vision::distributed::strategies {
+namespace {
+
+// ~1.0 M parameters (4 MiB of float gradients): several 1 MiB buckets.
+struct BenchNet : torch::nn::Module {
+  BenchNet() {
+    conv1 =
+        register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 3).padding(1)));
+    conv2 = register_module(
+        "conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(64, 128, 3).stride(2).padding(1)));
+    conv3 = register_module(
+        "conv3", torch::nn::Conv2d(torch::nn::Conv2dOptions(128, 256, 3).stride(2).padding(1)));
+    conv4 = register_module("conv4",
+                            torch::nn::Conv2d(torch::nn::Conv2dOptions(256, 256, 3).padding(1)));
+    fc = register_module("fc", torch::nn::Linear(256, 10));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor h = at::relu(conv1->forward(x));
+    h = at::relu(conv2->forward(h));
+    h = at::relu(conv3->forward(h));
+    h = at::relu(conv4->forward(h));
+    return fc->forward(h.mean({2, 3}));
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr}, conv4{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+
+google::protobuf::Any StrategyOptions(const std::string& name) {
+  google::protobuf::Any any;
+  if (name == "allreduce") return any;
+  BucketedOptions options;
+  options.set_bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb));
+  any.PackFrom(options);
+  return any;
+}
+
+// The per-step hooks of one way of communicating.
+struct Communicator {
+  std::function<void()> before_backward = [] {};
+  std::function<absl::Status()> after_backward = [] { return absl::OkStatus(); };
+  std::shared_ptr<void> keep_alive;
+};
+
+absl::StatusOr<Communicator> MakeCommunicator(const std::string& name, BenchNet& net,
+                                              c10::intrusive_ptr<c10d::ProcessGroup> group) {
+  Communicator comm;
+  if (name == "none") return comm;
+  auto made = core::CommStrategyRegistry::Get().Create(name, StrategyOptions(name));
+  if (!made.ok()) return made.status();
+  std::shared_ptr<core::CommStrategy> strategy = std::move(made).value();
+  if (auto s = strategy->Attach(net.parameters(), group); !s.ok()) return s;
+  comm.before_backward = [strategy] { strategy->PrepareBackward(true); };
+  comm.after_backward = [strategy] { return strategy->FinishBackward(); };
+  comm.keep_alive = strategy;
+  return comm;
+}
+
+absl::Status RunRank(const std::string& name, int rank, int world, int port) {
+  at::set_num_threads(absl::GetFlag(FLAGS_threads));
+  process_group::ProcessGroupOptions options;
+  options.rank = rank;
+  options.world_size = world;
+  options.master_port = port;
+  options.timeout = std::chrono::seconds(60);
+  auto group = process_group::CreateProcessGroup(options);
+  if (!group.ok()) return group.status();
+  torch::manual_seed(0);
+  BenchNet net;
+  auto comm = MakeCommunicator(name, net, *group);
+  if (!comm.ok()) return comm.status();
+  const int batch = absl::GetFlag(FLAGS_batch);
+  const int size = absl::GetFlag(FLAGS_image_size);
+  torch::manual_seed(1 + rank);
+  const at::Tensor inputs = at::randn({batch, 3, size, size});
+  const at::Tensor targets = at::randn({batch, 10});
+  const int warmup = absl::GetFlag(FLAGS_warmup);
+  const int steps = absl::GetFlag(FLAGS_steps);
+  std::chrono::steady_clock::time_point start;
+  for (int step = 0; step < warmup + steps; ++step) {
+    if (step == warmup) {
+      // Start the clock together.
+      std::vector<at::Tensor> token = {at::zeros({1})};
+      (*group)->allreduce(token)->wait();
+      start = std::chrono::steady_clock::now();
+    }
+    at::Tensor loss = (net.forward(inputs) - targets).pow(2).mean();
+    comm->before_backward();
+    loss.backward();
+    if (auto s = comm->after_backward(); !s.ok()) return s;
+    at::NoGradGuard no_grad;
+    for (at::Tensor& p : net.parameters()) {
+      p.sub_(p.grad(), 0.01);
+      p.mutable_grad().zero_();
+    }
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      steps;
+  double checksum = 0;
+  for (const at::Tensor& p : net.parameters()) checksum += p.sum().item<double>();
+  if (rank == 0) {
+    std::cout << std::left << std::setw(14) << name << " world " << world << std::right
+              << std::fixed << std::setprecision(1) << std::setw(9) << ms << " ms/step"
+              << "   checksum " << std::setprecision(6) << checksum << std::endl;
+  }
+  return absl::OkStatus();
+}
+
+int Main() {
+  std::cout << "batch " << absl::GetFlag(FLAGS_batch) << " x 3 x "
+            << absl::GetFlag(FLAGS_image_size) << "^2 per rank, " << absl::GetFlag(FLAGS_threads)
+            << " thread(s) per rank, bucket cap " << absl::GetFlag(FLAGS_bucket_cap_mb) << " MiB, "
+            << absl::GetFlag(FLAGS_steps) << " timed steps" << std::endl;
+  int failures = 0;
+  for (int repeat = 0; repeat < absl::GetFlag(FLAGS_repeats); ++repeat) {
+    for (int world : {1, 2}) {
+      for (const char* name : {"none", "allreduce", "bucketed", "fp16_compress", "bf16_compress"}) {
+        const int port = process_group::PickFreePort();
+        const std::vector<absl::Status> statuses = process_group::RunRanks(
+            world, absl::Minutes(10), [&](int rank) { return RunRank(name, rank, world, port); });
+        for (size_t r = 0; r < statuses.size(); ++r) {
+          if (statuses[r].ok()) continue;
+          std::cerr << name << " world " << world << " rank " << r << ": " << statuses[r] << "\n";
+          ++failures;
+        }
+      }
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace vision::distributed::strategies
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return vision::distributed::strategies::Main();
+}

@@ -1,0 +1,286 @@
+#include "distributed/strategies/gradient_reducer.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <exception>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace vision::distributed::strategies {
+namespace {
+
+at::ScalarType WireType(Compression compression, at::ScalarType grad_type) {
+  switch (compression) {
+    case Compression::kFloat16:
+      return at::kHalf;
+    case Compression::kBFloat16:
+      return at::kBFloat16;
+    case Compression::kNone:
+      break;
+  }
+  return grad_type;
+}
+
+}  // namespace
+
+GradientReducer::~GradientReducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) {
+    accumulators_[i]->del_post_hook(hook_keys_[i]);
+  }
+}
+
+absl::Status GradientReducer::Attach(const std::vector<at::Tensor>& params,
+                                     const std::vector<std::string>& names,
+                                     c10::intrusive_ptr<c10d::ProcessGroup> group) {
+  if (group_) return absl::FailedPreconditionError("comm strategy: Attach was already called");
+  if (!group) return absl::InvalidArgumentError("comm strategy: Attach needs a process group");
+  if (!names.empty() && names.size() != params.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("comm strategy: ", names.size(), " names for ", params.size(), " parameters"));
+  }
+  names_ = names;
+  // Frozen parameters never get gradients and are not communicated.
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].requires_grad()) continue;
+    params_.push_back(params[i]);
+    original_index_.push_back(static_cast<int>(i));
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].is_leaf()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("comm strategy: ", ParamLabel(static_cast<int>(i)),
+                       " is not a leaf tensor; pass the model's parameters themselves"));
+    }
+  }
+  group_ = std::move(group);
+  gather_bfloat16_ =
+      options_.compression == Compression::kBFloat16 && group_->getBackendName() == "gloo";
+
+  // Reverse order: backward produces the last layers' gradients first, so their bucket fills
+  // (and starts communicating) first.
+  bucket_of_param_.assign(params_.size(), -1);
+  for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
+    const at::Tensor& p = params_[i];
+    const int64_t bytes = p.numel() * static_cast<int64_t>(p.element_size());
+    bool start_new = buckets_.empty();
+    if (!start_new) {
+      const Bucket& last = buckets_.back();
+      const at::Tensor& first = params_[last.params.front()];
+      const int64_t used = last.offsets.back() * static_cast<int64_t>(first.element_size()) +
+                           params_[last.params.back()].numel() * first.element_size();
+      start_new = first.scalar_type() != p.scalar_type() || first.device() != p.device() ||
+                  (options_.bucket_cap_bytes > 0 && used + bytes > options_.bucket_cap_bytes);
+    }
+    if (start_new) buckets_.emplace_back();
+    Bucket& bucket = buckets_.back();
+    bucket.offsets.push_back(
+        bucket.params.empty() ? 0 : bucket.offsets.back() + params_[bucket.params.back()].numel());
+    bucket.params.push_back(i);
+    bucket_of_param_[i] = static_cast<int>(buckets_.size()) - 1;
+  }
+  for (Bucket& bucket : buckets_) {
+    const at::Tensor& first = params_[bucket.params.front()];
+    const int64_t total = bucket.offsets.back() + params_[bucket.params.back()].numel();
+    bucket.flat = at::zeros({total}, first.options().requires_grad(false));
+  }
+
+  try {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      std::shared_ptr<torch::autograd::Node> accumulator =
+          torch::autograd::impl::grad_accumulator(params_[i]);
+      const int index = static_cast<int>(i);
+      // A post hook of AccumulateGrad runs after .grad holds this backward's contribution
+      // (a pre-accumulation tensor hook would see only the incoming term).
+      hook_keys_.push_back(
+          accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+              [this, index](const torch::autograd::variable_list& outputs,
+                            const torch::autograd::variable_list&) {
+                OnGradReady(index);
+                return outputs;
+              })));
+      accumulators_.push_back(std::move(accumulator));
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("comm strategy: registering hooks failed: ", e.what()));
+  }
+  ready_.assign(params_.size(), false);
+  return absl::OkStatus();
+}
+
+void GradientReducer::DrainLaunched() {
+  for (size_t b = 0; b < next_bucket_; ++b) {
+    try {
+      if (buckets_[b].work) buckets_[b].work->wait();
+    } catch (const std::exception&) {
+      // Already failed; that step's error was (or will never be) reported by FinishBackward.
+    }
+  }
+}
+
+void GradientReducer::PrepareBackward(bool sync) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DrainLaunched();
+  sync_step_ = sync;
+  ready_twice_.clear();
+  launch_error_.clear();
+  ready_.assign(params_.size(), false);
+  next_bucket_ = 0;
+  for (Bucket& bucket : buckets_) {
+    bucket.pending = static_cast<int>(bucket.params.size());
+    bucket.work.reset();
+  }
+}
+
+void GradientReducer::OnGradReady(int index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!sync_step_) return;
+  if (ready_[index]) {
+    // A second backward through this parameter: its bucket may already be on the wire.
+    ready_twice_.push_back(index);
+    return;
+  }
+  ready_[index] = true;
+  --buckets_[bucket_of_param_[index]].pending;
+  if (!options_.overlap || !launch_error_.empty()) return;
+  // An exception here would surface as an unrelated autograd failure; keep it for
+  // FinishBackward instead.
+  try {
+    LaunchReadyBuckets();
+  } catch (const std::exception& e) {
+    launch_error_ = e.what();
+  }
+}
+
+void GradientReducer::LaunchReadyBuckets() {
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    Launch(buckets_[next_bucket_++]);
+  }
+}
+
+void GradientReducer::Launch(Bucket& bucket) {
+  at::NoGradGuard no_grad;
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    const at::Tensor& p = params_[bucket.params[k]];
+    at::Tensor slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel());
+    const at::Tensor& grad = p.grad();
+    if (grad.defined()) {
+      slice.copy_(grad.reshape({-1}));
+    } else {
+      slice.zero_();
+    }
+  }
+  // Dividing before the collective keeps half-precision sums in range (as PyTorch's
+  // fp16_compress_hook does).
+  bucket.flat.div_(group_->getSize());
+  const at::ScalarType wire_type = WireType(options_.compression, bucket.flat.scalar_type());
+  bucket.wire = wire_type == bucket.flat.scalar_type() ? bucket.flat : bucket.flat.to(wire_type);
+  std::vector<at::Tensor> tensors = {bucket.wire};
+  if (gather_bfloat16_) {
+    tensors[0] = bucket.wire.view(at::kByte);
+    bucket.gathered.assign(1, {});
+    for (int r = 0; r < group_->getSize(); ++r) {
+      bucket.gathered[0].push_back(at::empty_like(tensors[0]));
+    }
+    bucket.work = group_->allgather(bucket.gathered, tensors);
+  } else {
+    bucket.work = group_->allreduce(tensors);
+  }
+}
+
+absl::Status GradientReducer::FinishBackward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!group_) return absl::FailedPreconditionError("comm strategy: FinishBackward before Attach");
+  if (!sync_step_) return absl::OkStatus();
+  sync_step_ = false;
+  absl::Status status;
+  try {
+    if (!launch_error_.empty()) {
+      status = absl::InternalError(
+          absl::StrCat("comm strategy: launching a gradient all-reduce failed: ", launch_error_));
+    } else if (!ready_twice_.empty()) {
+      std::sort(ready_twice_.begin(), ready_twice_.end());
+      std::vector<std::string> labels;
+      for (int i : ready_twice_) labels.push_back(ParamLabel(i));
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "comm strategy: ", absl::StrJoin(labels, ", "),
+          " received gradients from more than one backward in one sync step, after its bucket "
+          "may have been sent. Call PrepareBackward(false) before every backward but the last "
+          "of a step, or sum the losses into one backward"));
+    }
+    std::vector<int> unused;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!ready_[i]) unused.push_back(static_cast<int>(i));
+    }
+    if (status.ok() && !unused.empty() && !options_.find_unused_parameters) {
+      std::vector<std::string> labels;
+      for (int i : unused) labels.push_back(ParamLabel(i));
+      status = absl::FailedPreconditionError(
+          absl::StrCat("comm strategy: no gradient reached ", absl::StrJoin(labels, ", "), " (of ",
+                       params_.size(),
+                       " parameters) in this step. Either make every parameter take part in "
+                       "the loss, freeze it (requires_grad = false) before training starts, or set "
+                       "find_unused_parameters: true in the strategy options"));
+    }
+    if (!status.ok()) {
+      // Launched collectives still write into our buffers: let them finish first.
+      DrainLaunched();
+      next_bucket_ = 0;
+      return status;
+    }
+    // Unused parameters count as zeros, completing their buckets.
+    for (int i : unused) {
+      ready_[i] = true;
+      --buckets_[bucket_of_param_[i]].pending;
+    }
+    LaunchReadyBuckets();
+    for (size_t b = 0; b < next_bucket_; ++b) buckets_[b].work->wait();
+
+    at::NoGradGuard no_grad;
+    for (Bucket& bucket : buckets_) {
+      if (gather_bfloat16_) {
+        // Same summation order on every rank, so every rank gets bit-identical gradients.
+        bucket.flat.zero_();
+        for (const at::Tensor& bytes : bucket.gathered[0]) {
+          bucket.flat.add_(bytes.view(at::kBFloat16).to(bucket.flat.scalar_type()));
+        }
+      } else if (!bucket.wire.is_same(bucket.flat)) {
+        bucket.flat.copy_(bucket.wire);
+      }
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        at::Tensor& p = params_[bucket.params[k]];
+        at::Tensor slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes());
+        at::Tensor& grad = p.mutable_grad();
+        if (grad.defined()) {
+          grad.copy_(slice);
+        } else {
+          grad = slice.clone();
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("comm strategy: gradient all-reduce failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::vector<int>> GradientReducer::BucketLayout() const {
+  std::vector<std::vector<int>> layout;
+  for (const Bucket& bucket : buckets_) layout.push_back(bucket.params);
+  return layout;
+}
+
+std::string GradientReducer::ParamLabel(int index) const {
+  const int original = original_index_[index];
+  if (names_.empty()) return absl::StrCat("parameter #", original);
+  return absl::StrCat("parameter #", original, " '", names_[original], "'");
+}
+
+}  // namespace vision::distributed::strategies
