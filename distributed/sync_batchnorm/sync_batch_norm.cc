@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/batch_norm.h"
 
 namespace vision::distributed::sync_batchnorm {
 namespace {
@@ -113,6 +114,62 @@ void SyncBatchNormImpl::reset() {
   }
 }
 
+namespace {
+
+// Training-mode batch norm with statistics over every rank of `group`; updates the running
+// statistics (when defined) with the global mean and unbiased variance.
+at::Tensor GlobalBatchNorm(const at::Tensor& input, const at::Tensor& w, const at::Tensor& b,
+                           at::Tensor running_mean, at::Tensor running_var, double momentum,
+                           double eps, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  const int64_t channels = input.size(1);
+  at::Tensor mean, invstd;
+  double count = 0;
+  {
+    at::NoGradGuard no_grad;
+    // Double precision: E[x^2] - E[x]^2 cancels badly in float when |mean| >> std.
+    const at::Tensor x = input.detach().to(at::kDouble);
+    const std::vector<int64_t> dims = ReduceDims(x);
+    // Ranks may hold different numbers of samples (even none): the count travels along.
+    at::Tensor stats =
+        at::cat({x.sum(dims), x.pow(2).sum(dims),
+                 at::full({1}, static_cast<double>(x.numel() / channels), x.options())});
+    AllReduceSum(*group, stats);
+    count = stats[2 * channels].item<double>();
+    TORCH_CHECK(count > 1,
+                "SyncBatchNorm: needs more than one value per channel across all "
+                "ranks, got ",
+                count);
+    const at::Tensor global_mean = stats.narrow(0, 0, channels) / count;
+    const at::Tensor global_var =
+        (stats.narrow(0, channels, channels) / count - global_mean.pow(2)).clamp_min(0);
+    mean = global_mean.to(input.scalar_type());
+    invstd = (global_var + eps).rsqrt().to(input.scalar_type());
+    if (running_mean.defined()) {
+      running_mean.mul_(1 - momentum).add_(global_mean.to(running_mean.scalar_type()), momentum);
+      running_var.mul_(1 - momentum).add_(
+          (global_var * (count / (count - 1))).to(running_var.scalar_type()), momentum);
+    }
+  }
+  return SyncBatchNormFunction::apply(input, w, b, mean, invstd, count, group);
+}
+
+// Attached to core::BatchNorm2d layers, which count num_batches_tracked themselves.
+class C10dBatchNormSync : public core::BatchNormSync {
+ public:
+  explicit C10dBatchNormSync(c10::intrusive_ptr<c10d::ProcessGroup> group)
+      : group_(std::move(group)) {}
+  at::Tensor Forward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                     at::Tensor& running_mean, at::Tensor& running_var, double momentum,
+                     double eps) override {
+    return GlobalBatchNorm(input, weight, bias, running_mean, running_var, momentum, eps, group_);
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
+
+}  // namespace
+
 at::Tensor SyncBatchNormImpl::forward(const at::Tensor& input) {
   TORCH_CHECK(input.dim() >= 2 && input.size(1) == options.num_features(),
               "SyncBatchNorm: expected input (N, ", options.num_features(), ", ...), got sizes ",
@@ -125,39 +182,14 @@ at::Tensor SyncBatchNormImpl::forward(const at::Tensor& input) {
     return at::batch_norm(input, w, b, running_mean, running_var, /*training=*/false,
                           options.momentum(), options.eps(), /*cudnn_enabled=*/false);
   }
-
-  at::Tensor mean, invstd;
-  double count = 0;
-  {
+  const bool track = is_training() && options.track_running_stats();
+  if (track) {
     at::NoGradGuard no_grad;
-    // Double precision: E[x^2] - E[x]^2 cancels badly in float when |mean| >> std.
-    const at::Tensor x = input.detach().to(at::kDouble);
-    const std::vector<int64_t> dims = ReduceDims(x);
-    const int64_t channels = options.num_features();
-    // Ranks may hold different numbers of samples (even none): the count travels along.
-    at::Tensor stats =
-        at::cat({x.sum(dims), x.pow(2).sum(dims),
-                 at::full({1}, static_cast<double>(x.numel() / channels), x.options())});
-    AllReduceSum(*group_, stats);
-    count = stats[2 * channels].item<double>();
-    TORCH_CHECK(count > 1,
-                "SyncBatchNorm: needs more than one value per channel across all "
-                "ranks, got ",
-                count);
-    const at::Tensor global_mean = stats.narrow(0, 0, channels) / count;
-    const at::Tensor global_var =
-        (stats.narrow(0, channels, channels) / count - global_mean.pow(2)).clamp_min(0);
-    mean = global_mean.to(input.scalar_type());
-    invstd = (global_var + options.eps()).rsqrt().to(input.scalar_type());
-    if (is_training() && options.track_running_stats()) {
-      const double m = options.momentum();
-      running_mean.mul_(1 - m).add_(global_mean.to(running_mean.scalar_type()), m);
-      running_var.mul_(1 - m).add_(
-          (global_var * (count / (count - 1))).to(running_var.scalar_type()), m);
-      num_batches_tracked.add_(1);
-    }
+    num_batches_tracked.add_(1);
   }
-  return SyncBatchNormFunction::apply(input, w, b, mean, invstd, count, group_);
+  return GlobalBatchNorm(input, w, b, track ? running_mean : at::Tensor(),
+                         track ? running_var : at::Tensor(), options.momentum(), options.eps(),
+                         group_);
 }
 
 namespace {
@@ -215,6 +247,19 @@ absl::StatusOr<int> ConvertSyncBatchNorm(torch::nn::Module& module,
                  "synchronise)\n";
     return 0;
   }
+  // core::BatchNorm2d layers (what the project's models use) take a synchroniser in place.
+  auto sync = std::make_shared<C10dBatchNormSync>(group);
+  int attached = 0;
+  for (const std::shared_ptr<torch::nn::Module>& m : module.modules(/*include_self=*/false)) {
+    if (auto* bn = dynamic_cast<core::BatchNorm2dImpl*>(m.get())) {
+      bn->SetSync(sync);
+      ++attached;
+    }
+  }
+  if (auto* bn = dynamic_cast<core::BatchNorm2dImpl*>(&module)) {
+    bn->SetSync(sync);
+    ++attached;
+  }
   std::vector<Replacement> found;
   if (dynamic_cast<torch::nn::BatchNorm2dImpl*>(&module) != nullptr) {
     return absl::InvalidArgumentError(
@@ -232,8 +277,8 @@ absl::StatusOr<int> ConvertSyncBatchNorm(torch::nn::Module& module,
       return absl::FailedPreconditionError(absl::StrCat(
           "ConvertSyncBatchNorm: BatchNorm2d '", r.path, "' is a child of ", r.parent->name(),
           ", which calls it through its own member, so replacing it would have no effect. "
-          "Only children of Sequential and ModuleList can be converted; build that model "
-          "with SyncBatchNorm instead. Nothing was converted"));
+          "Only children of Sequential and ModuleList can be replaced; build that layer as "
+          "vision::core::BatchNorm2d (core/batch_norm.h), which synchronises in place"));
     }
   }
   for (const Replacement& r : found) {
@@ -250,7 +295,7 @@ absl::StatusOr<int> ConvertSyncBatchNorm(torch::nn::Module& module,
     }
     r.parent->replace_module(r.name, sync.ptr());
   }
-  return static_cast<int>(found.size());
+  return attached + static_cast<int>(found.size());
 }
 
 }  // namespace vision::distributed::sync_batchnorm

@@ -52,14 +52,17 @@ class SyncBatchNormImpl : public torch::nn::Cloneable<SyncBatchNormImpl> {
 
 TORCH_MODULE(SyncBatchNorm);
 
-// Replaces every torch::nn::BatchNorm2d below `module` (recursively) by a SyncBatchNorm with
-// the same options, parameters and running statistics, and returns how many were replaced.
-// With a world size of 1 nothing is replaced (it would only add overhead): 0, and a notice.
+// Synchronises every normalisation layer below `module` and returns how many:
+//  - each vision::core::BatchNorm2d (core/batch_norm.h, what this project's models use) gets a
+//    c10d statistics synchroniser attached in place;
+//  - each torch::nn::BatchNorm2d inside a Sequential or ModuleList is replaced by a
+//    SyncBatchNorm with the same options, parameters and running statistics.
+// With a world size of 1 nothing changes (it would only add overhead): 0, and a notice.
 //
 // A C++ module calls its children through its own member fields, which replacing a registered
 // child cannot redirect; only children of torch::nn::Sequential and torch::nn::ModuleList are
-// reached through the container. A BatchNorm2d anywhere else is an error naming its path,
-// reported before anything is modified; such models must build SyncBatchNorm themselves.
+// reached through the container. A torch::nn::BatchNorm2d anywhere else is an error naming
+// its path, reported before anything is modified: build it as core::BatchNorm2d.
 absl::StatusOr<int> ConvertSyncBatchNorm(torch::nn::Module& module,
                                          c10::intrusive_ptr<c10d::ProcessGroup> group);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/batch_norm.h"
 #include "distributed/process_group/multiprocess_testing.h"
 #include "distributed/process_group/process_group.h"
 #include "gmock/gmock.h"
@@ -124,6 +125,42 @@ TEST(SyncBatchNormTest, TwoRanksWithUnequalBatchesMatchBatchNormOnTheConcatenate
     reference->eval();
     at::NoGradGuard no_grad;
     return ExpectClose("eval output", sync->forward(inputs[0]), reference->forward(inputs[0]));
+  }));
+}
+
+struct HasCoreBatchNorm : torch::nn::Module {
+  HasCoreBatchNorm() { bn = register_module("bn", core::BatchNorm2d(3)); }
+  core::BatchNorm2d bn{nullptr};
+};
+
+TEST(ConvertSyncBatchNormTest, CoreBatchNormMembersSynchroniseInPlace) {
+  const int port = process_group::PickFreePort();
+  ExpectAllOk(RunRanks(2, absl::Seconds(60), [port](int rank) -> absl::Status {
+    at::set_num_threads(1);
+    torch::manual_seed(5);
+    const at::Tensor input = at::randn({4, 3, 4, 4}) * 3 + 2;
+    const at::Tensor upstream = at::randn({4, 3, 4, 4});
+    torch::nn::BatchNorm2d reference(3);
+    at::Tensor x_full = input.clone().requires_grad_();
+    const at::Tensor y_full = reference->forward(x_full);
+    (y_full * upstream).sum().backward();
+
+    auto group = Group(rank, 2, port);
+    if (!group.ok()) return group.status();
+    auto model = std::make_shared<HasCoreBatchNorm>();
+    auto converted = ConvertSyncBatchNorm(*model, *group);
+    if (!converted.ok()) return converted.status();
+    if (*converted != 1 || !model->bn->synchronized()) {
+      return absl::InternalError(absl::StrCat("expected 1 synchronised layer, got ", *converted));
+    }
+    // Each rank holds half of the batch through the member it calls directly.
+    at::Tensor x = input.narrow(0, 2 * rank, 2).clone().requires_grad_();
+    at::Tensor y = model->bn->forward(x);
+    (y * upstream.narrow(0, 2 * rank, 2)).sum().backward();
+    RETURN_IF_ERROR(ExpectClose("output", y, y_full.narrow(0, 2 * rank, 2)));
+    RETURN_IF_ERROR(ExpectClose("input gradient", x.grad(), x_full.grad().narrow(0, 2 * rank, 2)));
+    RETURN_IF_ERROR(ExpectClose("running_mean", model->bn->running_mean, reference->running_mean));
+    return ExpectClose("running_var", model->bn->running_var, reference->running_var);
   }));
 }
 
