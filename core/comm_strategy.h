@@ -3,6 +3,7 @@
 #ifndef VISION_CORE_COMM_STRATEGY_H_
 #define VISION_CORE_COMM_STRATEGY_H_
 
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -23,7 +24,9 @@ class CommStrategy {
   virtual ~CommStrategy() = default;
 
   // Called once, after parameters were broadcast from rank 0. May register autograd hooks.
+  // `names` (one per parameter, or empty) make error messages name parameters.
   virtual absl::Status Attach(const std::vector<at::Tensor>& params,
+                              const std::vector<std::string>& names,
                               c10::intrusive_ptr<c10d::ProcessGroup> group) = 0;
   // Before each backward; `sync` is false on accumulation micro-steps (no communication).
   virtual void PrepareBackward(bool sync) = 0;

@@ -20,6 +20,7 @@
 #include "core/status_macros.h"
 #include "data/loader/loader.h"
 #include "distributed/sampler/distributed_sampler.h"
+#include "distributed/sync_batchnorm/sync_batch_norm.h"
 #include "engine/autocast.h"
 #include "engine/checkpoint.h"
 #include "engine/ema.h"
@@ -134,6 +135,7 @@ class Trainer::Impl {
   core::Pipeline& p_;
   c10::Device device_{c10::DeviceType::CPU};
   std::vector<at::Tensor> params_;
+  std::vector<std::string> param_names_;
   std::unique_ptr<distributed::sampler::DistributedSampler> sampler_;
   std::unique_ptr<data::DataLoader> train_loader_;
   LossScaler scaler_;
@@ -173,8 +175,20 @@ absl::Status Trainer::Impl::Init() {
   }
 
   p_.model->to(device_);
-  for (const at::Tensor& param : p_.model->parameters()) {
-    if (param.requires_grad()) params_.push_back(param);
+  if (config_.distributed().sync_batchnorm()) {
+    if (collectives_.world_size() > 1) {
+      VISION_ASSIGN_OR_RETURN(int synchronized, distributed::sync_batchnorm::ConvertSyncBatchNorm(
+                                                    *p_.model, collectives_.group()));
+      Print(absl::StrCat("SyncBatchNorm: ", synchronized, " normalisation layers synchronised over ",
+                         collectives_.world_size(), " ranks"));
+    } else {
+      Print("SyncBatchNorm: one process, keeping plain BatchNorm");
+    }
+  }
+  for (const auto& param : p_.model->named_parameters()) {
+    if (!param.value().requires_grad()) continue;
+    params_.push_back(param.value());
+    param_names_.push_back(param.key());
   }
   if (config_.train().ema_decay() > 0) {
     ema_ = std::make_unique<ModelEma>(*p_.model, config_.train().ema_decay());
@@ -230,7 +244,7 @@ absl::Status Trainer::Impl::Init() {
       VISION_ASSIGN_OR_RETURN(p_.comm_strategy,
                               core::CommStrategyRegistry::Get().Create("bucketed", google::protobuf::Any()));
     }
-    VISION_RETURN_IF_ERROR(p_.comm_strategy->Attach(params_, collectives_.group()));
+    VISION_RETURN_IF_ERROR(p_.comm_strategy->Attach(params_, param_names_, collectives_.group()));
   }
   return absl::OkStatus();
 }

@@ -21,6 +21,10 @@
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "core/pipeline_builder.h"
+#include "core/status_macros.h"
+#include "distributed/env/distributed_env.h"
+#include "distributed/runtime/runtime.h"
+#include "engine/trainer.h"
 #include "tools/flags_util.h"
 
 ABSL_FLAG(std::string, config, "", "Path of the pipeline config (.pbtxt).");
@@ -28,6 +32,8 @@ ABSL_FLAG(bool, dry_run, false,
           "Build every component from the config, print the resolved config and the plugin "
           "chosen for each role, and exit without training or writing anything.");
 ABSL_FLAG(bool, list_plugins, false, "Print the registered plugins of every family and exit.");
+ABSL_FLAG(bool, allow_config_mismatch, false,
+          "Resume from a checkpoint written with a different config.");
 
 namespace vision::tools {
 namespace {
@@ -62,21 +68,28 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   }
   absl::StatusOr<core::TrainPipelineConfig> config = core::LoadPipelineConfig(path, overrides);
   if (!config.ok()) return config.status();
-  const int world_size = 1;
-  absl::StatusOr<core::Pipeline> pipeline = core::BuildPipeline(*config, world_size);
-  if (!pipeline.ok()) {
-    return absl::Status(pipeline.status().code(),
-                        absl::StrCat(path, ": ", pipeline.status().message()));
-  }
+  VISION_ASSIGN_OR_RETURN(distributed::env::DistributedEnv env,
+                          distributed::env::ReadDistributedEnv());
   if (absl::GetFlag(FLAGS_dry_run)) {
+    // Assembles every component without joining the job or touching the output directory.
+    VISION_ASSIGN_OR_RETURN(core::Pipeline pipeline, core::BuildPipeline(*config, env.world_size));
     std::printf("# Resolved config (%s, fingerprint %s)\n%s\n# Components (world size %d)\n%s\n",
                 path.c_str(), core::ConfigFingerprint(*config).c_str(),
-                core::ConfigToText(*config).c_str(), world_size,
-                core::DescribePipeline(*config, *pipeline).c_str());
+                core::ConfigToText(*config).c_str(), env.world_size,
+                core::DescribePipeline(*config, pipeline).c_str());
     return absl::OkStatus();
   }
-  return absl::UnimplementedError(
-      "training itself is not built yet (see the Training engine issue); use --dry_run");
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Collectives> collectives,
+                          distributed::runtime::JoinJob(env, *config));
+  engine::TrainerOptions options;
+  options.allow_config_mismatch = absl::GetFlag(FLAGS_allow_config_mismatch);
+  options.local_rank = env.local_rank;
+  options.local_world_size = env.local_world_size;
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<engine::Trainer> trainer,
+                          engine::Trainer::Create(*config, collectives.get(), options));
+  VISION_ASSIGN_OR_RETURN(engine::TrainResult result, trainer->Run());
+  (void)result;
+  return absl::OkStatus();
 }
 
 }  // namespace

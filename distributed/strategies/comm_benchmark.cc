@@ -93,7 +93,7 @@ absl::StatusOr<Communicator> MakeCommunicator(const std::string& name, BenchNet&
   auto made = core::CommStrategyRegistry::Get().Create(name, StrategyOptions(name));
   if (!made.ok()) return made.status();
   std::shared_ptr<core::CommStrategy> strategy = std::move(made).value();
-  if (auto s = strategy->Attach(net.parameters(), group); !s.ok()) return s;
+  if (auto s = strategy->Attach(net.parameters(), {}, group); !s.ok()) return s;
   comm.before_backward = [strategy] { strategy->PrepareBackward(true); };
   comm.after_backward = [strategy] { return strategy->FinishBackward(); };
   comm.keep_alive = strategy;

@@ -20,19 +20,16 @@ class ReducerStrategy : public core::CommStrategy {
  public:
   explicit ReducerStrategy(ReducerOptions options) : reducer_(options) {}
 
-  absl::Status Attach(const std::vector<at::Tensor>& params,
+  absl::Status Attach(const std::vector<at::Tensor>& params, const std::vector<std::string>& names,
                       c10::intrusive_ptr<c10d::ProcessGroup> group) override {
-    return reducer_.Attach(params, names_, std::move(group));
+    return reducer_.Attach(params, names, std::move(group));
   }
   void PrepareBackward(bool sync) override { reducer_.PrepareBackward(sync); }
   absl::Status FinishBackward() override { return reducer_.FinishBackward(); }
 
-  // Optional, before Attach: one name per parameter, used in error messages.
-  void SetParameterNames(std::vector<std::string> names) { names_ = std::move(names); }
   std::vector<std::vector<int>> BucketLayout() const { return reducer_.BucketLayout(); }
 
  private:
-  std::vector<std::string> names_;
   GradientReducer reducer_;
 };
 

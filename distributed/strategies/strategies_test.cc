@@ -87,8 +87,7 @@ absl::StatusOr<std::vector<at::Tensor>> Train(const Setup& setup, int rank, int 
     strategy = std::move(made).value();
     std::vector<std::string> names;
     for (const auto& item : net.named_parameters()) names.push_back(item.key());
-    dynamic_cast<ReducerStrategy&>(*strategy).SetParameterNames(names);
-    if (auto s = strategy->Attach(net.parameters(), group); !s.ok()) return s;
+    if (auto s = strategy->Attach(net.parameters(), names, group); !s.ok()) return s;
   }
   const int local_batch = kGlobalBatch / world;
   const int micro_batch = local_batch / setup.micro_steps;
@@ -254,7 +253,7 @@ TEST(StrategiesTest, SecondBackwardInASyncStepIsAnError) {
     if (!strategy.ok()) return strategy.status();
     torch::manual_seed(0);
     NetImpl net(false);
-    if (auto s = (*strategy)->Attach(net.parameters(), *group); !s.ok()) return s;
+    if (auto s = (*strategy)->Attach(net.parameters(), {}, *group); !s.ok()) return s;
     (*strategy)->PrepareBackward(true);
     const at::Tensor x = at::randn({2, 3, 8, 8});
     net.forward(x).sum().backward();
@@ -279,7 +278,7 @@ TEST(StrategiesTest, BucketsFollowReverseParameterOrderAndCap) {
     if (!group.ok()) return group.status();
     torch::manual_seed(0);
     NetImpl net(false);
-    if (auto s = (*made)->Attach(net.parameters(), *group); !s.ok()) return s;
+    if (auto s = (*made)->Attach(net.parameters(), {}, *group); !s.ok()) return s;
     // Parameters: conv1.w (108), conv1.b (4), conv2.w (216), conv2.b (6), fc.w (18), fc.b (3).
     // A bucket holds at most 419 bytes unless one parameter alone is larger.
     const std::vector<std::vector<int>> expected = {{5, 4, 3}, {2}, {1}, {0}};
