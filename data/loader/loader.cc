@@ -58,9 +58,14 @@ uint64_t SampleSeed(uint64_t seed, int64_t epoch, int64_t index) {
 absl::StatusOr<core::Sample> LoadSample(const core::Dataset& dataset,
                                         const std::vector<const core::Augmentation*>& augmentations,
                                         const core::TargetGenerator* targets, int64_t index,
-                                        uint64_t seed, int64_t epoch) {
+                                        uint64_t seed, int64_t epoch, bool keep_ground_truth) {
   absl::StatusOr<core::Sample> sample = dataset.Load(index);
   if (!sample.ok()) return sample.status();
+  if (keep_ground_truth) {
+    auto truth = std::make_shared<core::Sample>(*sample);
+    truth->image = cv::Mat();
+    sample->ground_truth = std::move(truth);
+  }
   std::mt19937_64 rng(SampleSeed(seed, epoch, index));
   try {
     for (const core::Augmentation* augmentation : augmentations) {
@@ -164,7 +169,8 @@ absl::StatusOr<core::Batch> DataLoader::MakeBatch(int64_t batch_index) {
   samples.reserve(end - begin);
   for (int64_t i = begin; i < end; ++i) {
     absl::StatusOr<core::Sample> sample = LoadSample(dataset_, augmentations_, targets_.get(),
-                                                     indices_[i], options_.seed, epoch_);
+                                                     indices_[i], options_.seed, epoch_,
+                                                     options_.keep_ground_truth);
     if (sample.ok()) {
       samples.push_back(std::move(sample).value());
     } else if (options_.skip_bad_samples) {

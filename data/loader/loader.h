@@ -32,6 +32,8 @@ struct LoaderOptions {
   // Skip samples that fail to load (logged and counted) instead of failing.
   bool skip_bad_samples = false;
   uint64_t seed = 0;
+  // Keep each sample's annotations as loaded in Sample::ground_truth (for evaluation).
+  bool keep_ground_truth = false;
   // Page-locked batch memory for faster host-to-GPU copies (CUDA builds only).
   bool pin_memory = false;
 };
@@ -44,7 +46,8 @@ uint64_t SampleSeed(uint64_t seed, int64_t epoch, int64_t index);
 absl::StatusOr<core::Sample> LoadSample(const core::Dataset& dataset,
                                         const std::vector<const core::Augmentation*>& augmentations,
                                         const core::TargetGenerator* targets, int64_t index,
-                                        uint64_t seed, int64_t epoch);
+                                        uint64_t seed, int64_t epoch,
+                                        bool keep_ground_truth = false);
 
 // Stacks images into [N, 3, H, W] float and each target into [N, H, W], zero-padding to the
 // largest height and width (bottom and right). 8-bit BGR images become RGB in [0, 1]; float
