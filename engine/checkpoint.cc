@@ -43,6 +43,7 @@ void WriteMeta(torch::serialize::OutputArchive& archive, const CheckpointMeta& m
   archive.write("meta/batch_in_epoch", c10::IValue(m.batch_in_epoch));
   archive.write("meta/has_best_metric", c10::IValue(m.has_best_metric));
   archive.write("meta/best_metric", c10::IValue(m.best_metric));
+  archive.write("meta/best_metric_step", c10::IValue(m.best_metric_step));
   archive.write("meta/loss_scaler_state", c10::IValue(m.loss_scaler_state));
   archive.write("meta/consecutive_nonfinite", c10::IValue(m.consecutive_nonfinite));
   archive.write("meta/config_text", c10::IValue(m.config_text));
@@ -62,6 +63,8 @@ CheckpointMeta ReadMeta(torch::serialize::InputArchive& archive) {
   m.has_best_metric = v.toBool();
   archive.read("meta/best_metric", v);
   m.best_metric = v.toDouble();
+  archive.read("meta/best_metric_step", v);
+  m.best_metric_step = v.toInt();
   archive.read("meta/loss_scaler_state", v);
   m.loss_scaler_state = v.toDoubleVector();
   archive.read("meta/consecutive_nonfinite", v);

@@ -25,6 +25,7 @@ struct CheckpointMeta {
   int64_t batch_in_epoch = 0;  // batches of `epoch` already consumed by this rank
   bool has_best_metric = false;
   double best_metric = 0;
+  int64_t best_metric_step = 0;
   std::vector<double> loss_scaler_state;
   int64_t consecutive_nonfinite = 0;
   std::string config_text;

@@ -24,6 +24,7 @@
 #include "engine/autocast.h"
 #include "engine/checkpoint.h"
 #include "engine/ema.h"
+#include "engine/evaluation.h"
 #include "engine/logging/metrics_log.h"
 #include "engine/logging/progress.h"
 #include "engine/logging/tensorboard_writer.h"
@@ -74,18 +75,6 @@ core::Batch ToDevice(core::Batch batch, const c10::Device& device) {
   batch.images = batch.images.to(device, /*non_blocking=*/true);
   for (auto& [name, tensor] : batch.targets) tensor = tensor.to(device, /*non_blocking=*/true);
   return batch;
-}
-
-// Converts a LibTorch exception escaping a step into a status naming the phase and step.
-template <typename F>
-absl::Status Guarded(const std::string& what, F&& f) {
-  try {
-    return f();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": LibTorch error: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
 }
 
 }  // namespace
@@ -159,7 +148,6 @@ absl::Status Trainer::Impl::Init() {
   }
   at::set_num_threads(threads);
   VISION_ASSIGN_OR_RETURN(device_, ParseDevice(config_.device(), options_.local_rank));
-  torch::manual_seed(config_.seed());
 
   // Every rank must run the same config: compare fingerprints before any other collective.
   const std::string fingerprint = core::ConfigFingerprint(config_);
@@ -423,7 +411,7 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
     std::map<std::string, double> terms;
     double loss = 0, grad_norm = 0;
     const Clock::time_point step_start = Clock::now();
-    VISION_RETURN_IF_ERROR(Guarded(absl::StrCat("training step ", state_.step + 1), [&] {
+    VISION_RETURN_IF_ERROR(GuardTorch(absl::StrCat("training step ", state_.step + 1), [&] {
       return TrainStep(&terms, &loss, &grad_norm, want_log);
     }));
     ++state_.step;
@@ -471,6 +459,7 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
       if (is_best) {
         state_.has_best_metric = true;
         state_.best_metric = value;
+        state_.best_metric_step = state_.step;
       }
       std::map<std::string, double> scalars;
       for (const auto& [name, v] : final_metrics) scalars["eval/" + name] = v;
@@ -496,6 +485,7 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
   if (p_.evaluator != nullptr && state_.has_best_metric) {
     summary.best_metric_name = p_.evaluator->MainMetric();
     summary.best_metric_value = state_.best_metric;
+    summary.best_metric_step = state_.best_metric_step;
   }
   Print(logging::FormatTrainingSummary(summary));
   return result;
@@ -505,48 +495,20 @@ absl::StatusOr<std::map<std::string, double>> Trainer::Impl::Evaluate() {
   if (p_.evaluator == nullptr || p_.eval_dataset == nullptr) {
     return absl::FailedPreconditionError("evaluation needs evaluation.evaluator and eval_data");
   }
-  // Each rank takes every world_size-th sample, without padding: each sample counts once.
-  std::vector<int64_t> indices;
-  for (int64_t i = collectives_.rank(); i < p_.eval_dataset->Size(); i += collectives_.world_size()) {
-    indices.push_back(i);
-  }
-  data::LoaderOptions lo = LoaderOptionsFrom(config_.eval_data().loader(), config_.seed(), false);
-  lo.drop_last = false;
-  lo.keep_ground_truth = true;
-  data::DataLoader loader(*p_.eval_dataset, Pointers(p_.eval_augmentations), nullptr, lo);
-  loader.StartEpoch(0, std::move(indices));
+  EvaluationJob job;
+  job.model = p_.model.get();
+  job.dataset = p_.eval_dataset.get();
+  job.augmentations = Pointers(p_.eval_augmentations);
+  job.evaluator = p_.evaluator.get();
+  job.loader = LoaderOptionsFrom(config_.eval_data().loader(), config_.seed(), false);
+  job.device = device_;
+  job.collectives = &collectives_;
   if (ema_) ema_->Swap(*p_.model);
-  p_.model->eval();
-  p_.evaluator->Reset();
-  absl::Status status = Guarded("evaluation", [&]() -> absl::Status {
-    at::NoGradGuard no_grad;
-    while (true) {
-      VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> batch, loader.Next());
-      if (!batch.has_value()) break;
-      core::Batch on_device = ToDevice(std::move(*batch), device_);
-      std::vector<core::Sample> predictions = p_.model->Predict(on_device);
-      for (size_t i = 0; i < predictions.size(); ++i) {
-        const core::Sample& sample = on_device.samples[i];
-        VISION_RETURN_IF_ERROR(p_.evaluator->Add(predictions[i], *sample.ground_truth));
-      }
-    }
-    return absl::OkStatus();
-  });
+  absl::StatusOr<std::map<std::string, double>> metrics = RunEvaluation(job);
   if (ema_) ema_->Swap(*p_.model);
-  // Every rank reaches the gather even after a local error, so no peer waits forever.
-  VISION_ASSIGN_OR_RETURN(std::vector<std::string> states,
-                          collectives_.AllGather(status.ok() ? p_.evaluator->SerializeState() : std::string()));
-  if (!status.ok()) return status;
-  for (size_t r = 0; r < states.size(); ++r) {
-    if (static_cast<int>(r) == collectives_.rank()) continue;
-    if (states[r].empty()) {
-      return absl::AbortedError(absl::StrCat("evaluation failed on rank ", r, "; see its log"));
-    }
-    VISION_RETURN_IF_ERROR(p_.evaluator->MergeState(states[r]));
-  }
-  std::map<std::string, double> metrics = p_.evaluator->Compute();
+  if (!metrics.ok()) return metrics.status();
   std::vector<std::string> parts;
-  for (const auto& [name, value] : metrics) parts.push_back(absl::StrFormat("%s %.4f", name, value));
+  for (const auto& [name, value] : *metrics) parts.push_back(absl::StrFormat("%s %.4f", name, value));
   Print(absl::StrCat("eval at step ", state_.step, ": ", absl::StrJoin(parts, "  ")));
   return metrics;
 }
@@ -561,10 +523,13 @@ Trainer::~Trainer() = default;
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const core::TrainPipelineConfig& config,
                                                          core::Collectives* collectives,
                                                          TrainerOptions options) {
+  // The config's seed decides the model's initial weights (every rank builds the same ones,
+  // whatever joining the process group did to the global generator).
+  torch::manual_seed(config.seed());
   VISION_ASSIGN_OR_RETURN(core::Pipeline pipeline,
                           core::BuildPipeline(config, collectives->world_size()));
   std::unique_ptr<Trainer> trainer(new Trainer(config, collectives, options, std::move(pipeline)));
-  VISION_RETURN_IF_ERROR(Guarded("initialising training", [&] { return trainer->impl_->Init(); }));
+  VISION_RETURN_IF_ERROR(GuardTorch("initialising training", [&] { return trainer->impl_->Init(); }));
   return trainer;
 }
 

@@ -1,7 +1,10 @@
 // Tiny plugins of every family the engine drives, for engine and distributed tests that must
 // run in seconds: a dataset of random images, a two-layer conv regressor whose target map the
 // loader's workers generate, and an evaluator with a mergeable state.
+#include <csignal>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <random>
 
 #include <ATen/ATen.h>
@@ -81,6 +84,7 @@ class TestRegressor : public core::Model {
     return conv2_->forward(at::relu(conv1_->forward(images))).squeeze(1);
   }
   std::map<std::string, at::Tensor> Losses(const core::Batch& batch) override {
+    CrashIfAsked();
     at::Tensor prediction = Forward(batch.images);
     return {{"mse", (prediction.to(at::kFloat) - batch.targets.at("bright")).pow(2).mean() * multiplier_}};
   }
@@ -99,6 +103,21 @@ class TestRegressor : public core::Model {
   }
 
  private:
+  // Fault injection for launcher tests: with VISION_TEST_KILL_RANK=r and
+  // VISION_TEST_KILL_AT_CALL=n, rank r kills itself (SIGKILL, as the OOM killer would) in its
+  // n-th Losses() call of the first attempt (TORCHELASTIC_RESTART_COUNT unset or 0).
+  void CrashIfAsked() {
+    ++calls_;
+    const char* kill_rank = std::getenv("VISION_TEST_KILL_RANK");
+    const char* kill_at = std::getenv("VISION_TEST_KILL_AT_CALL");
+    const char* rank = std::getenv("RANK");
+    const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    if (kill_rank == nullptr || kill_at == nullptr || rank == nullptr) return;
+    if (restarts != nullptr && std::string(restarts) != "0") return;
+    if (std::string(rank) == kill_rank && calls_ == std::atoi(kill_at)) ::raise(SIGKILL);
+  }
+
+  int calls_ = 0;
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
   at::Tensor unused_;
   double multiplier_;

@@ -1,0 +1,69 @@
+#include "engine/evaluation.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace vision::engine {
+
+absl::Status GuardTorch(const std::string& what, const std::function<absl::Status()>& f) {
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(what, ": LibTorch error: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  }
+}
+
+absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob& job) {
+  core::Collectives& collectives = *job.collectives;
+  std::vector<int64_t> indices;
+  for (int64_t i = collectives.rank(); i < job.dataset->Size(); i += collectives.world_size()) {
+    indices.push_back(i);
+  }
+  data::LoaderOptions options = job.loader;
+  options.drop_last = false;
+  options.keep_ground_truth = true;
+  data::DataLoader loader(*job.dataset, job.augmentations, nullptr, options);
+  loader.StartEpoch(0, std::move(indices));
+  job.model->eval();
+  if (job.evaluator != nullptr) job.evaluator->Reset();
+  const absl::Status status = GuardTorch("evaluation", [&]() -> absl::Status {
+    at::NoGradGuard no_grad;
+    while (true) {
+      VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> batch, loader.Next());
+      if (!batch.has_value()) break;
+      if (!job.device.is_cpu()) batch->images = batch->images.to(job.device, true);
+      std::vector<core::Sample> predictions = job.model->Predict(*batch);
+      for (size_t i = 0; i < predictions.size(); ++i) {
+        const core::Sample& truth = *batch->samples[i].ground_truth;
+        if (job.evaluator != nullptr) VISION_RETURN_IF_ERROR(job.evaluator->Add(predictions[i], truth));
+        if (job.on_prediction) VISION_RETURN_IF_ERROR(job.on_prediction(predictions[i], truth));
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (job.evaluator == nullptr) {
+    VISION_RETURN_IF_ERROR(status);
+    return std::map<std::string, double>();
+  }
+  // Every rank reaches the gather even after a local error (an empty state marks it), so no
+  // peer waits for it until the timeout.
+  VISION_ASSIGN_OR_RETURN(
+      std::vector<std::string> states,
+      collectives.AllGather(status.ok() ? job.evaluator->SerializeState() : std::string()));
+  VISION_RETURN_IF_ERROR(status);
+  for (size_t r = 0; r < states.size(); ++r) {
+    if (static_cast<int>(r) == collectives.rank()) continue;
+    if (states[r].empty()) {
+      return absl::AbortedError(absl::StrCat("evaluation failed on rank ", r, "; see its log"));
+    }
+    VISION_RETURN_IF_ERROR(job.evaluator->MergeState(states[r]));
+  }
+  return job.evaluator->Compute();
+}
+
+}  // namespace vision::engine

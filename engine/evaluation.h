@@ -1,0 +1,46 @@
+// The evaluation loop shared by the trainer and the eval/infer tools: every rank predicts its
+// share of the dataset (every world_size-th sample, no padding, so each sample counts once),
+// the evaluators' states are gathered, and the metrics over the whole dataset are returned on
+// every rank.
+#ifndef VISION_ENGINE_EVALUATION_H_
+#define VISION_ENGINE_EVALUATION_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "absl/status/statusor.h"
+#include "core/augmentation.h"
+#include "core/collectives.h"
+#include "core/dataset.h"
+#include "core/evaluator.h"
+#include "core/model.h"
+#include "data/loader/loader.h"
+
+namespace vision::engine {
+
+struct EvaluationJob {
+  core::Model* model = nullptr;
+  const core::Dataset* dataset = nullptr;
+  std::vector<const core::Augmentation*> augmentations;
+  // May be null (inference only): then no metrics are computed.
+  core::Evaluator* evaluator = nullptr;
+  data::LoaderOptions loader;
+  c10::Device device{c10::DeviceType::CPU};
+  core::Collectives* collectives = nullptr;
+  // Called for every sample with its prediction (original-image coordinates) and ground truth.
+  std::function<absl::Status(const core::Sample& prediction, const core::Sample& truth)>
+      on_prediction;
+};
+
+absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob& job);
+
+// Converts a LibTorch exception escaping `f` into a status naming `what`.
+absl::Status GuardTorch(const std::string& what, const std::function<absl::Status()>& f);
+
+}  // namespace vision::engine
+
+#endif  // VISION_ENGINE_EVALUATION_H_

@@ -1,0 +1,148 @@
+// Evaluates a checkpoint on the config's eval_data and prints the metrics:
+//   eval --config=models/dbnet/configs/quickstart.pbtxt --checkpoint=runs/quickstart/best.pt
+// With --output_dir it also writes, per image, an ICDAR-format result file
+// (res_<image>.txt: x1,y1,...,xn,yn per detection) and the image with detections drawn
+// (green) over the ground truth (red, don't-care in grey) as PNG. Run under //tools:launch
+// to evaluate with several processes.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/config/loader.h"
+#include "core/pipeline_builder.h"
+#include "core/status_macros.h"
+#include "distributed/env/distributed_env.h"
+#include "distributed/runtime/runtime.h"
+#include "engine/checkpoint.h"
+#include "engine/ema.h"
+#include "engine/evaluation.h"
+#include "tools/flags_util.h"
+
+ABSL_FLAG(std::string, config, "", "Path of the pipeline config (.pbtxt).");
+ABSL_FLAG(std::string, checkpoint, "", "Checkpoint to evaluate (checkpoint_N.pt or best.pt).");
+ABSL_FLAG(std::string, output_dir, "",
+          "If set: ICDAR-format result files and drawn images are written here.");
+ABSL_FLAG(int, max_images, -1, "Draw at most this many images (-1: all).");
+
+namespace vision::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+void DrawPolygons(cv::Mat& image, const std::vector<core::TextInstance>& texts,
+                  const cv::Scalar& color, const cv::Scalar& ignore_color) {
+  for (const core::TextInstance& t : texts) {
+    std::vector<cv::Point> points;
+    for (const cv::Point2f& p : t.polygon) points.emplace_back(cvRound(p.x), cvRound(p.y));
+    if (points.size() < 2) continue;
+    cv::polylines(image, points, /*isClosed=*/true, t.ignore ? ignore_color : color, 2);
+  }
+}
+
+absl::Status WriteResults(const std::string& dir, const core::Sample& prediction,
+                          const core::Sample& truth, bool draw) {
+  const std::string stem = fs::path(truth.image_path).stem().string();
+  std::ofstream out(fs::path(dir) / absl::StrCat("res_", stem, ".txt"));
+  for (const core::TextInstance& t : prediction.texts) {
+    std::vector<std::string> coords;
+    for (const cv::Point2f& p : t.polygon) {
+      coords.push_back(absl::StrCat(cvRound(p.x)));
+      coords.push_back(absl::StrCat(cvRound(p.y)));
+    }
+    out << absl::StrJoin(coords, ",") << "\n";
+  }
+  if (!out) return absl::InternalError(absl::StrCat("cannot write results for ", stem, " in ", dir));
+  if (!draw) return absl::OkStatus();
+  cv::Mat image = cv::imread(truth.image_path, cv::IMREAD_COLOR);
+  if (image.empty()) return absl::NotFoundError(absl::StrCat("cannot read ", truth.image_path));
+  DrawPolygons(image, truth.texts, cv::Scalar(0, 0, 255), cv::Scalar(160, 160, 160));
+  DrawPolygons(image, prediction.texts, cv::Scalar(0, 200, 0), cv::Scalar(0, 200, 0));
+  const std::string png = (fs::path(dir) / absl::StrCat(stem, ".png")).string();
+  if (!cv::imwrite(png, image)) return absl::InternalError(absl::StrCat("cannot write ", png));
+  return absl::OkStatus();
+}
+
+absl::Status Run(const std::vector<std::string>& overrides) {
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  if (config_path.empty() || checkpoint.empty()) {
+    return absl::InvalidArgumentError("--config and --checkpoint are required");
+  }
+  VISION_ASSIGN_OR_RETURN(core::TrainPipelineConfig config,
+                          core::LoadPipelineConfig(config_path, overrides));
+  if (!config.has_eval_data() || !config.evaluation().has_evaluator()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_path, ": eval_data and evaluation.evaluator are required"));
+  }
+  VISION_ASSIGN_OR_RETURN(distributed::env::DistributedEnv env, distributed::env::ReadDistributedEnv());
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Collectives> collectives,
+                          distributed::runtime::JoinJob(env, config));
+  VISION_ASSIGN_OR_RETURN(core::Pipeline pipeline, core::BuildPipeline(config, env.world_size));
+  // The weights evaluation uses: the EMA when the run kept one.
+  std::unique_ptr<engine::ModelEma> ema;
+  if (config.train().ema_decay() > 0) {
+    ema = std::make_unique<engine::ModelEma>(*pipeline.model, config.train().ema_decay());
+  }
+  engine::CheckpointMeta meta;
+  VISION_RETURN_IF_ERROR(engine::LoadCheckpoint(
+      checkpoint, engine::TrainingState{pipeline.model.get(), nullptr, ema.get()}, &meta));
+  if (ema) ema->Swap(*pipeline.model);
+
+  const std::string output_dir = absl::GetFlag(FLAGS_output_dir);
+  if (!output_dir.empty()) fs::create_directories(output_dir);
+  int drawn = 0;
+  engine::EvaluationJob job;
+  job.model = pipeline.model.get();
+  job.dataset = pipeline.eval_dataset.get();
+  for (const auto& a : pipeline.eval_augmentations) job.augmentations.push_back(a.get());
+  job.evaluator = pipeline.evaluator.get();
+  job.loader.batch_size = config.eval_data().loader().batch_size();
+  job.loader.num_workers = config.eval_data().loader().num_workers();
+  job.loader.seed = config.seed();
+  job.collectives = collectives.get();
+  if (!output_dir.empty()) {
+    job.on_prediction = [&](const core::Sample& prediction, const core::Sample& truth) {
+      const int max_images = absl::GetFlag(FLAGS_max_images);
+      const bool draw = max_images < 0 || drawn < max_images;
+      drawn += draw ? 1 : 0;
+      return WriteResults(output_dir, prediction, truth, draw);
+    };
+  }
+  using Metrics = std::map<std::string, double>;
+  VISION_ASSIGN_OR_RETURN(Metrics metrics, engine::RunEvaluation(job));
+  if (collectives->rank() == 0) {
+    std::printf("%s (step %lld) on %s:\n", checkpoint.c_str(), static_cast<long long>(meta.step),
+                pipeline.eval_dataset->Describe().c_str());
+    for (const auto& [name, value] : metrics) std::printf("  %-10s %.4f\n", name.c_str(), value);
+    if (!output_dir.empty()) std::printf("results and drawings in %s\n", output_dir.c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace vision::tools
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Evaluates a checkpoint: eval --config=FILE --checkpoint=FILE [--output_dir=DIR] "
+      "[--override='TEXT' ...]");
+  std::vector<std::string> overrides = vision::tools::ExtractRepeatedFlag("override", &argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  const absl::Status status = vision::tools::Run(overrides);
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
