@@ -150,6 +150,13 @@ TEST(TrainerTest, PersistentNonFiniteGradientsStopWithAClearError) {
   EXPECT_FALSE(fs::exists(dir + "/checkpoint_4.pt"));
 }
 
+TEST(TrainerTest, TrainsUnderBFloat16Autocast) {
+  const std::string dir = TempDir("bf16");
+  auto result = Train(Config(dir, "train { max_steps: 24 } mixed_precision { enabled: true }"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_LT(result->final_metrics.at("mae"), 0.15);
+}
+
 TEST(TrainerTest, EmaWeightsAreUsedForEvaluation) {
   auto plain = Train(Config(TempDir("no_ema")));
   auto ema = Train(Config(TempDir("ema"), "train { ema_decay: 0.5 }"));
