@@ -63,8 +63,7 @@ CheckpointMeta ReadMeta(torch::serialize::InputArchive& archive) {
   m.has_best_metric = v.toBool();
   archive.read("meta/best_metric", v);
   m.best_metric = v.toDouble();
-  archive.read("meta/best_metric_step", v);
-  m.best_metric_step = v.toInt();
+  if (archive.try_read("meta/best_metric_step", v)) m.best_metric_step = v.toInt();
   archive.read("meta/loss_scaler_state", v);
   m.loss_scaler_state = v.toDoubleVector();
   archive.read("meta/consecutive_nonfinite", v);
@@ -148,6 +147,8 @@ absl::StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
     return absl::DataLossError(absl::StrCat("checkpoint '", path,
                                             "' is unreadable (truncated or corrupt?): ",
                                             e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat("checkpoint '", path, "' is unreadable: ", e.what()));
   }
 }
 
@@ -183,6 +184,8 @@ absl::Status LoadCheckpoint(const std::string& path, const TrainingState& state,
   } catch (const c10::Error& e) {
     return absl::DataLossError(absl::StrCat("cannot load checkpoint '", path,
                                             "': ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat("cannot load checkpoint '", path, "': ", e.what()));
   }
   return absl::OkStatus();
 }

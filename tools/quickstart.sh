@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash tools/setup.sh
-bazel build //tools:train //tools:launch //tools:make_synthetic_text
+bazel build //tools:train //tools:launch //tools:make_synthetic_text //tools:eval
 bin="$(bazel info bazel-bin)"
 
 data=data_cache/synthetic_text
@@ -18,5 +18,10 @@ if [[ ! -f "${data}/.complete" ]]; then
   touch "${data}/.complete"
 fi
 
+config=models/dbnet/configs/quickstart.pbtxt
 "${bin}/distributed/launch/launch" --nproc_per_node=2 -- \
-  "${bin}/tools/train" --config=models/dbnet/configs/quickstart.pbtxt "$@"
+  "${bin}/tools/train" --config="${config}" "$@"
+
+# Predictions (green) over the ground truth (red) for a handful of held-out images.
+"${bin}/tools/eval" --config="${config}" --checkpoint=runs/quickstart/best.pt \
+  --output_dir=runs/quickstart/predictions --max_images=8 "$@"
