@@ -14,8 +14,6 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -134,15 +132,9 @@ absl::Status Run(const std::vector<std::string>& overrides) {
 }  // namespace vision::tools
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  return vision::tools::RunDriver(
+      argc, argv,
       "Evaluates a checkpoint: eval --config=FILE --checkpoint=FILE [--output_dir=DIR] "
-      "[--override='TEXT' ...]");
-  std::vector<std::string> overrides = vision::tools::ExtractRepeatedFlag("override", &argc, argv);
-  absl::ParseCommandLine(argc, argv);
-  const absl::Status status = vision::tools::Run(overrides);
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
+      "[--override='TEXT' ...]",
+      vision::tools::Run);
 }

@@ -1,6 +1,9 @@
 #include "tools/flags_util.h"
 
-#include <cstring>
+#include <cstdio>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 
 namespace vision::tools {
 
@@ -25,6 +28,19 @@ std::vector<std::string> ExtractRepeatedFlag(const std::string& name, int* argc,
   }
   *argc = out;
   return values;
+}
+
+int RunDriver(int argc, char** argv, const char* usage,
+              const std::function<absl::Status(const std::vector<std::string>&)>& run) {
+  absl::SetProgramUsageMessage(usage);
+  const std::vector<std::string> overrides = ExtractRepeatedFlag("override", &argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  const absl::Status status = run(overrides);
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace vision::tools

@@ -2,8 +2,11 @@
 #ifndef VISION_TOOLS_FLAGS_UTIL_H_
 #define VISION_TOOLS_FLAGS_UTIL_H_
 
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace vision::tools {
 
@@ -11,6 +14,12 @@ namespace vision::tools {
 // last occurrence of a flag, and override text may contain commas) and returns them in order.
 // argc/argv are rewritten in place for absl::ParseCommandLine.
 std::vector<std::string> ExtractRepeatedFlag(const std::string& name, int* argc, char** argv);
+
+// The main() of every driver: sets the usage text, takes the repeatable --override flags out
+// of argv, parses the abseil flags, runs `run(overrides)`, and turns an error into
+// "error: <message>" on stderr and exit code 1.
+int RunDriver(int argc, char** argv, const char* usage,
+              const std::function<absl::Status(const std::vector<std::string>& overrides)>& run);
 
 }  // namespace vision::tools
 

@@ -15,8 +15,6 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -146,15 +144,9 @@ absl::Status Run(const std::vector<std::string>& overrides) {
 }  // namespace vision::tools
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  return vision::tools::RunDriver(
+      argc, argv,
       "Detects text in images: infer --config=FILE --checkpoint=FILE --images=PATH "
-      "--output_dir=DIR [--override='TEXT' ...]");
-  std::vector<std::string> overrides = vision::tools::ExtractRepeatedFlag("override", &argc, argv);
-  absl::ParseCommandLine(argc, argv);
-  const absl::Status status = vision::tools::Run(overrides);
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
+      "--output_dir=DIR [--override='TEXT' ...]",
+      vision::tools::Run);
 }

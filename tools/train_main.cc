@@ -7,8 +7,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "core/augmentation.h"
@@ -96,16 +94,10 @@ absl::Status Run(const std::vector<std::string>& overrides) {
 }  // namespace vision::tools
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  return vision::tools::RunDriver(
+      argc, argv,
       "Trains a model from a pipeline config.\n"
       "  train --config=FILE [--override='TEXT' ...] [--dry_run] [--list_plugins]\n"
-      "--override merges text-format config (repeatable, applied in order).");
-  std::vector<std::string> overrides = vision::tools::ExtractRepeatedFlag("override", &argc, argv);
-  absl::ParseCommandLine(argc, argv);
-  const absl::Status status = vision::tools::Run(overrides);
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
+      "--override merges text-format config (repeatable, applied in order).",
+      vision::tools::Run);
 }

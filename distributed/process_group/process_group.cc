@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <memory>
@@ -112,9 +113,16 @@ c10::intrusive_ptr<c10d::ProcessGroup> MakeGloo(const c10::intrusive_ptr<c10d::S
                                                 const ProcessGroupOptions& options) {
   auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
   const bool local = !options.multi_node && IsLoopback(options.master_addr);
-  gloo_options->devices.push_back(local
-                                      ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                      : c10d::ProcessGroupGloo::createDefaultDevice());
+  // GLOO_SOCKET_IFNAME picks the network interface across nodes, as in PyTorch (the host name
+  // may resolve to an address the other nodes cannot reach).
+  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+  if (local) {
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else if (interface != nullptr && *interface != '\0') {
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
+  } else {
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
   auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, options.rank,
                                                              options.world_size, gloo_options);

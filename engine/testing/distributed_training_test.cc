@@ -1,11 +1,13 @@
 // End-to-end data-parallel training through the launcher, as a user runs it: processes,
 // rendezvous, gradient strategies, distributed evaluation, checkpoints and restarts.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -134,6 +136,69 @@ TEST(DistributedTrainingTest, WithoutRestartsAKilledWorkerFailsTheJobNamingIt) {
   EXPECT_NE(failed.exit_code, 0);
   EXPECT_THAT(failed.output, HasSubstr("rank 1"));
   EXPECT_THAT(failed.output, HasSubstr("SIGKILL"));
+}
+
+// Two "nodes" on one machine: two network namespaces joined by a veth pair, one launcher in
+// each (--nnodes=2), the store on the first node's address. Needs root (CI runs as root).
+class TwoNodes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    suffix_ = std::to_string(::getpid() % 100000);
+    ns0_ = "vt0-" + suffix_;
+    ns1_ = "vt1-" + suffix_;
+    if (::geteuid() != 0 || RunCommand("ip netns add " + ns0_).exit_code != 0) {
+      GTEST_SKIP() << "two-node test skipped: creating network namespaces needs root and "
+                      "iproute2 (CI runs it as root)";
+    }
+    created_ = true;
+    const std::string a = "va" + suffix_, b = "vb" + suffix_;
+    for (const std::string& command :
+         {"ip netns add " + ns1_, "ip link add " + a + " type veth peer name " + b,
+          "ip link set " + a + " netns " + ns0_, "ip link set " + b + " netns " + ns1_,
+          "ip -n " + ns0_ + " addr add 10.231.0.1/24 dev " + a,
+          "ip -n " + ns1_ + " addr add 10.231.0.2/24 dev " + b,
+          "ip -n " + ns0_ + " link set " + a + " up", "ip -n " + ns1_ + " link set " + b + " up",
+          "ip -n " + ns0_ + " link set lo up", "ip -n " + ns1_ + " link set lo up"}) {
+      Outcome outcome = RunCommand(command);
+      ASSERT_EQ(outcome.exit_code, 0) << command << ": " << outcome.output;
+    }
+  }
+  void TearDown() override {
+    if (!created_) return;
+    RunCommand("ip netns del " + ns0_);  // removes the veth pair with it
+    RunCommand("ip netns del " + ns1_);
+  }
+  std::string Node(int node_rank, const std::string& config) const {
+    const std::string ns = node_rank == 0 ? ns0_ : ns1_;
+    const std::string interface = (node_rank == 0 ? "va" : "vb") + suffix_;
+    return absl::StrCat("ip netns exec ", ns, " env GLOO_SOCKET_IFNAME=", interface, " ",
+                        kLaunch, " --nnodes=2 --node_rank=", node_rank,
+                        " --nproc_per_node=1 --master_addr=10.231.0.1 --master_port=29611 -- ",
+                        kTrain, " --config=", config);
+  }
+  std::string suffix_, ns0_, ns1_;
+  bool created_ = false;
+};
+
+TEST_F(TwoNodes, TrainingAcrossTwoNodesMatchesOneProcess) {
+  const std::string one = TempDir("node_reference"), two = TempDir("nodes");
+  Outcome single = RunCommand(Launch(1, WriteConfig(one, 4, "bucketed")));
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const std::string config = WriteConfig(two, 2, "bucketed");
+  FILE* node1 = ::popen((Node(1, config) + " > " + two + "/node1.log 2>&1").c_str(), "r");
+  ASSERT_NE(node1, nullptr);
+  Outcome node0 = RunCommand(Node(0, config));
+  const int node1_status = ::pclose(node1);
+  std::string node1_log;
+  {
+    std::ifstream in(two + "/node1.log");
+    node1_log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_EQ(node0.exit_code, 0) << node0.output;
+  ASSERT_TRUE(WIFEXITED(node1_status) && WEXITSTATUS(node1_status) == 0) << node1_log;
+  EXPECT_THAT(node1_log, HasSubstr("starting ranks 1..1 of 2 (master 10.231.0.1:29611"));
+  EXPECT_THAT(node0.output, HasSubstr("[rank 0]: step 8/8"));
+  EXPECT_LT(MaxRelativeDifference(FinalParameters(two), FinalParameters(one)), 1e-5);
 }
 
 TEST(DistributedTrainingTest, RanksWithDifferentConfigsAreRefused) {

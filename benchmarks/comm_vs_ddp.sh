@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Gradient communication, ours against PyTorch DDP, side by side in one command:
+#   bash benchmarks/comm_vs_ddp.sh [--steps=30 --repeats=3]
+# Same network, batch, bucket size and thread count on CPU with Gloo; each configuration's
+# median over the repeats, then the ratios: our bucketed step over DDP's, and the share of the
+# communication hidden behind backward (1 - (bucketed - none) / (allreduce - none), where
+# allreduce runs every collective after backward, so (allreduce - none) is the time of the
+# collectives alone).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bazel build -c opt //distributed/strategies:comm_benchmark >/dev/null
+steps=30 repeats=3
+for arg in "$@"; do
+  case "${arg}" in
+    --steps=*) steps="${arg#*=}" ;;
+    --repeats=*) repeats="${arg#*=}" ;;
+  esac
+done
+ours=$(mktemp) peer=$(mktemp)
+trap 'rm -f "${ours}" "${peer}"' EXIT
+"$(bazel info -c opt bazel-bin)/distributed/strategies/comm_benchmark" \
+  --steps="${steps}" --repeats="${repeats}" --bucket_cap_mb=1 --threads=1 | tee "${ours}"
+/usr/bin/python3 benchmarks/ddp_peer.py --steps="${steps}" --repeats="${repeats}" \
+  --bucket_cap_mb=1 --threads=1 | tee "${peer}"
+/usr/bin/python3 - "${ours}" "${peer}" <<'PY'
+import re, statistics, sys
+def medians(path):
+    runs = {}
+    for line in open(path):
+        m = re.match(r"(\S+)\s+world (\d) +([\d.]+) ms/step", line)
+        if m:
+            runs.setdefault((m.group(1), int(m.group(2))), []).append(float(m.group(3)))
+    return {k: statistics.median(v) for k, v in runs.items()}
+ours, peer = medians(sys.argv[1]), medians(sys.argv[2])
+print("\nmedian ms/step        ours    PyTorch   ours/PyTorch")
+for world in (1, 2):
+    print(f"world {world} no comm   {ours[('none', world)]:8.1f} {peer[('none', world)]:9.1f}"
+          f"   {ours[('none', world)] / peer[('none', world)]:.2f}")
+    print(f"world {world} bucketed  {ours[('bucketed', world)]:8.1f} {peer[('ddp', world)]:9.1f}"
+          f"   {ours[('bucketed', world)] / peer[('ddp', world)]:.2f}   (DDP)")
+    print(f"world {world} fp16      {ours[('fp16_compress', world)]:8.1f} {peer[('ddp_fp16', world)]:9.1f}"
+          f"   {ours[('fp16_compress', world)] / peer[('ddp_fp16', world)]:.2f}   (DDP + fp16 hook)")
+none, bucketed, flat = ours[("none", 2)], ours[("bucketed", 2)], ours[("allreduce", 2)]
+collectives = flat - none
+print(f"\nworld 2: communication overhead over no communication: ours {bucketed - none:.1f} ms"
+      f" (bucketed), {collectives:.1f} ms (allreduce after backward); PyTorch DDP "
+      f"{peer[('ddp', 2)] - peer[('none', 2)]:.1f} ms")
+if collectives > 0:
+    print(f"share of communication hidden behind backward (bucketed): "
+          f"{max(0.0, 1 - (bucketed - none) / collectives) * 100:.0f}%")
+PY

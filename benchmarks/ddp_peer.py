@@ -1,0 +1,95 @@
+"""PyTorch DistributedDataParallel on the network and step of
+//distributed/strategies:comm_benchmark, for side-by-side timing (run by comm_vs_ddp.sh).
+
+Prints one line per configuration: "<name> world <N> <ms> ms/step", where name is
+"none" (no communication, the compute-only baseline), "ddp" (DDP, Gloo, the given bucket
+size) or "ddp_fp16" (DDP with the fp16_compress_hook).
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class BenchNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 3, padding=1)
+        self.conv2 = nn.Conv2d(64, 128, 3, stride=2, padding=1)
+        self.conv3 = nn.Conv2d(128, 256, 3, stride=2, padding=1)
+        self.conv4 = nn.Conv2d(256, 256, 3, padding=1)
+        self.fc = nn.Linear(256, 10)
+
+    def forward(self, x):
+        h = F.relu(self.conv1(x))
+        h = F.relu(self.conv2(h))
+        h = F.relu(self.conv3(h))
+        h = F.relu(self.conv4(h))
+        return self.fc(h.mean(dim=(2, 3)))
+
+
+def run(rank, world, name, args, port, results):
+    torch.set_num_threads(args.threads)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(7 + rank)
+    net = BenchNet()
+    model = net
+    if name.startswith("ddp"):
+        model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb)
+        if name == "ddp_fp16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            model.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
+    inputs = torch.randn(args.batch, 3, args.image_size, args.image_size)
+    targets = torch.randn(args.batch, 10)
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            dist.barrier()
+            start = time.perf_counter()
+        loss = (model(inputs) - targets).pow(2).mean()
+        loss.backward()
+        with torch.no_grad():
+            for p in net.parameters():
+                p.sub_(p.grad, alpha=0.01)
+                p.grad.zero_()
+    ms = (time.perf_counter() - start) * 1000 / args.steps
+    if rank == 0:
+        results.put(ms)
+    dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--image_size", type=int, default=32)
+    parser.add_argument("--bucket_cap_mb", type=float, default=1.0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1)
+    args = parser.parse_args()
+    ctx = mp.get_context("spawn")
+    port = 29700
+    for _ in range(args.repeats):
+        for world in (1, 2):
+            for name in ("none", "ddp", "ddp_fp16"):
+                port += 1
+                results = ctx.Queue()
+                procs = [ctx.Process(target=run, args=(r, world, name, args, port, results))
+                         for r in range(world)]
+                for p in procs:
+                    p.start()
+                ms = results.get(timeout=600)
+                for p in procs:
+                    p.join(timeout=60)
+                print(f"{name:<14} world {world} {ms:9.1f} ms/step", flush=True)
+
+
+if __name__ == "__main__":
+    main()
