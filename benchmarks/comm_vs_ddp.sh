@@ -8,7 +8,8 @@
 # collectives alone).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bazel build -c opt //distributed/strategies:comm_benchmark >/dev/null
+bazel build -c opt //distributed/strategies:comm_benchmark >/tmp/comm_vs_ddp_build.log 2>&1 ||
+  { cat /tmp/comm_vs_ddp_build.log; exit 1; }
 steps=30 repeats=3
 for arg in "$@"; do
   case "${arg}" in
