@@ -8,6 +8,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/augmentation.h"
 #include "core/backbone.h"
@@ -68,9 +69,15 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   if (!config.ok()) return config.status();
   VISION_ASSIGN_OR_RETURN(distributed::env::DistributedEnv env,
                           distributed::env::ReadDistributedEnv());
+  // Errors from building plugins name the config file too.
+  auto in_file = [&path](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  };
   if (absl::GetFlag(FLAGS_dry_run)) {
     // Assembles every component without joining the job or touching the output directory.
-    VISION_ASSIGN_OR_RETURN(core::Pipeline pipeline, core::BuildPipeline(*config, env.world_size));
+    absl::StatusOr<core::Pipeline> built = core::BuildPipeline(*config, env.world_size);
+    if (!built.ok()) return in_file(built.status());
+    const core::Pipeline& pipeline = *built;
     std::printf("# Resolved config (%s, fingerprint %s)\n%s\n# Components (world size %d)\n%s\n",
                 path.c_str(), core::ConfigFingerprint(*config).c_str(),
                 core::ConfigToText(*config).c_str(), env.world_size,
@@ -83,11 +90,10 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   options.allow_config_mismatch = absl::GetFlag(FLAGS_allow_config_mismatch);
   options.local_rank = env.local_rank;
   options.local_world_size = env.local_world_size;
-  VISION_ASSIGN_OR_RETURN(std::unique_ptr<engine::Trainer> trainer,
-                          engine::Trainer::Create(*config, collectives.get(), options));
-  VISION_ASSIGN_OR_RETURN(engine::TrainResult result, trainer->Run());
-  (void)result;
-  return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<engine::Trainer>> trainer =
+      engine::Trainer::Create(*config, collectives.get(), options);
+  if (!trainer.ok()) return in_file(trainer.status());
+  return (*trainer)->Run().status();
 }
 
 }  // namespace
