@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# inspect_data writes one PNG per sample: the augmented image with its texts drawn, then the
+# four DBNet targets side by side (so 5 tiles wide), for the train split; eval without targets.
+set -euo pipefail
+root='options { [type.googleapis.com/vision.data.datasets.ICDAR2015Options] { root: "testdata/icdar2015" } }'
+out="${TEST_TMPDIR}/inspect"
+tools/inspect_data --config=models/dbnet/configs/quickstart.pbtxt --num=2 --output_dir="${out}/train" \
+  --override="train_data { dataset { ${root} } }" | tee "${TEST_TMPDIR}/train.log"
+tools/inspect_data --config=models/dbnet/configs/quickstart.pbtxt --num=3 --split=eval \
+  --output_dir="${out}/eval" --override="eval_data { dataset { ${root} } }" | tee "${TEST_TMPDIR}/eval.log"
+[[ $(ls "${out}/train"/*.png | wc -l) -eq 2 ]]
+[[ $(ls "${out}/eval"/*.png | wc -l) -eq $(ls testdata/icdar2015/ch4_test_images | wc -l) ]]
+grep -q "4 targets" "${TEST_TMPDIR}/train.log"
+grep -q "0 targets" "${TEST_TMPDIR}/eval.log"
+# 256x256 crops: image + 4 target maps side by side = 1280 wide (PNG IHDR width at bytes 16-19).
+width=$(od -An -tu1 -j16 -N4 "$(ls "${out}/train"/*.png | head -n 1)" | awk '{print $1*16777216+$2*65536+$3*256+$4}')
+[[ "${width}" -eq 1280 ]] || { echo "unexpected width ${width}"; exit 1; }
+echo "PASS"
