@@ -219,6 +219,17 @@ absl::Status Trainer::Impl::Init() {
     }
   }
   VISION_RETURN_IF_ERROR(Resume());
+  // Every rank must continue from the same step, or their collectives stop matching.
+  VISION_ASSIGN_OR_RETURN(std::vector<std::string> steps,
+                          collectives_.AllGather(absl::StrCat(resumed_from_)));
+  for (size_t r = 1; r < steps.size(); ++r) {
+    if (steps[r] != steps[0]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank 0 resumes from step ", steps[0], " but rank ", r, " from step ", steps[r],
+          " (-1: no checkpoint found): checkpoint.output_dir (", checkpoints_.dir(),
+          ") must be one directory that every node sees, e.g. on a shared file system"));
+    }
+  }
 
   // Identical replicas: rank 0's parameters and buffers everywhere (after a resume, too).
   std::vector<at::Tensor> tensors;
@@ -414,6 +425,17 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
     VISION_RETURN_IF_ERROR(GuardTorch(absl::StrCat("training step ", state_.step + 1), [&] {
       return TrainStep(&terms, &loss, &grad_norm, want_log);
     }));
+    if (want_log && collectives_.world_size() > 1) {
+      // Logged losses are the mean over ranks, not rank 0's share of the batch.
+      std::vector<double> values = {loss};
+      for (const auto& [name, value] : terms) values.push_back(value);
+      std::vector<at::Tensor> summed = {at::tensor(values, at::kDouble)};
+      VISION_RETURN_IF_ERROR(collectives_.AllReduceSum(summed));
+      const at::Tensor mean = summed[0] / collectives_.world_size();
+      loss = mean[0].item<double>();
+      int64_t i = 1;
+      for (auto& [name, value] : terms) value = mean[i++].item<double>();
+    }
     ++state_.step;
     ++window_steps;
     estimator.AddStep(Seconds(step_start));
