@@ -413,6 +413,7 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
   double window_wait = train_loader_->wait_seconds();
   int64_t window_steps = 0;
   std::map<std::string, double> final_metrics;
+  if (!config_.name().empty()) Print(absl::StrCat("run: ", config_.name()));
   Print(absl::StrFormat("training %d steps (%d batches of %d per rank and epoch, %d ranks, global batch %d)",
                         total_steps_, batches_per_epoch_, config_.train_data().loader().batch_size(),
                         collectives_.world_size(), images_per_step));
