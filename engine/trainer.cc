@@ -29,6 +29,7 @@
 #include "engine/logging/progress.h"
 #include "engine/logging/tensorboard_writer.h"
 #include "engine/loss_scaler.h"
+#include "engine/visualize.h"
 
 namespace vision::engine {
 namespace {
@@ -136,6 +137,7 @@ class Trainer::Impl {
   int64_t resumed_from_ = -1;
   std::unique_ptr<logging::MetricsLog> metrics_log_;
   std::unique_ptr<logging::TensorBoardWriter> tensorboard_;
+  bool draw_predictions_ = true;
 };
 
 absl::Status Trainer::Impl::Init() {
@@ -526,10 +528,32 @@ absl::StatusOr<std::map<std::string, double>> Trainer::Impl::Evaluate() {
   job.loader = LoaderOptionsFrom(config_.eval_data().loader(), config_.seed(), false);
   job.device = device_;
   job.collectives = &collectives_;
+  // A few of rank 0's predictions drawn over their ground truth, for TensorBoard.
+  constexpr int kImages = 4;
+  std::vector<cv::Mat> drawn;
+  if (tensorboard_ != nullptr) {
+    job.on_prediction = [&](const core::Sample& prediction, const core::Sample& truth) {
+      if (drawn.size() >= kImages || !draw_predictions_) return absl::OkStatus();
+      absl::StatusOr<cv::Mat> image = DrawPrediction(prediction, truth);
+      if (!image.ok()) {
+        // Images that do not come from files cannot be drawn; training is not affected.
+        std::fprintf(stderr, "warning: no prediction images in TensorBoard: %s\n",
+                     std::string(image.status().message()).c_str());
+        draw_predictions_ = false;
+        return absl::OkStatus();
+      }
+      drawn.push_back(std::move(image).value());
+      return absl::OkStatus();
+    };
+  }
   if (ema_) ema_->Swap(*p_.model);
   absl::StatusOr<std::map<std::string, double>> metrics = RunEvaluation(job);
   if (ema_) ema_->Swap(*p_.model);
   if (!metrics.ok()) return metrics.status();
+  for (size_t i = 0; i < drawn.size(); ++i) {
+    VISION_RETURN_IF_ERROR(
+        tensorboard_->AddImage(absl::StrCat("eval/prediction_", i), drawn[i], state_.step));
+  }
   std::vector<std::string> parts;
   for (const auto& [name, value] : *metrics) parts.push_back(absl::StrFormat("%s %.4f", name, value));
   Print(absl::StrCat("eval at step ", state_.step, ": ", absl::StrJoin(parts, "  ")));

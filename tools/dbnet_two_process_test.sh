@@ -21,4 +21,6 @@ grep -q "\[rank 0\]: eval at step 3: hmean" "${log}"
 test -f "${out}/checkpoint_3.pt"
 test -f "${out}/checkpoint_2.pt"
 test -f "${out}/metrics.jsonl"
+# Prediction images went to TensorBoard (PNG data inside the event file).
+grep -q "eval/prediction_0" "${out}"/tensorboard/events.out.tfevents.*
 echo "PASS"

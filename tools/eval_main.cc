@@ -25,6 +25,7 @@
 #include "engine/checkpoint.h"
 #include "engine/ema.h"
 #include "engine/evaluation.h"
+#include "engine/visualize.h"
 #include "tools/flags_util.h"
 
 ABSL_FLAG(std::string, config, "", "Path of the pipeline config (.pbtxt).");
@@ -37,16 +38,6 @@ namespace vision::tools {
 namespace {
 
 namespace fs = std::filesystem;
-
-void DrawPolygons(cv::Mat& image, const std::vector<core::TextInstance>& texts,
-                  const cv::Scalar& color, const cv::Scalar& ignore_color) {
-  for (const core::TextInstance& t : texts) {
-    std::vector<cv::Point> points;
-    for (const cv::Point2f& p : t.polygon) points.emplace_back(cvRound(p.x), cvRound(p.y));
-    if (points.size() < 2) continue;
-    cv::polylines(image, points, /*isClosed=*/true, t.ignore ? ignore_color : color, 2);
-  }
-}
 
 absl::Status WriteResults(const std::string& dir, const core::Sample& prediction,
                           const core::Sample& truth, bool draw) {
@@ -62,10 +53,7 @@ absl::Status WriteResults(const std::string& dir, const core::Sample& prediction
   }
   if (!out) return absl::InternalError(absl::StrCat("cannot write results for ", stem, " in ", dir));
   if (!draw) return absl::OkStatus();
-  cv::Mat image = cv::imread(truth.image_path, cv::IMREAD_COLOR);
-  if (image.empty()) return absl::NotFoundError(absl::StrCat("cannot read ", truth.image_path));
-  DrawPolygons(image, truth.texts, cv::Scalar(0, 0, 255), cv::Scalar(160, 160, 160));
-  DrawPolygons(image, prediction.texts, cv::Scalar(0, 200, 0), cv::Scalar(0, 200, 0));
+  VISION_ASSIGN_OR_RETURN(cv::Mat image, engine::DrawPrediction(prediction, truth));
   const std::string png = (fs::path(dir) / absl::StrCat(stem, ".png")).string();
   if (!cv::imwrite(png, image)) return absl::InternalError(absl::StrCat("cannot write ", png));
   return absl::OkStatus();
