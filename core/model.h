@@ -10,6 +10,8 @@
 
 #include <torch/nn/module.h>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "core/batch.h"
 #include "core/plugin.h"
 #include "core/sample.h"
@@ -31,6 +33,14 @@ class Model : public torch::nn::Module {
   // Training-target generation that runs in the loader's worker threads; null if the model
   // needs none. Called once; the generator must be safe to call from several threads.
   virtual std::shared_ptr<const TargetGenerator> MakeTargetGenerator() const { return nullptr; }
+
+  // Recompute these submodules' forward in backward instead of storing their activations
+  // (names as in named_modules(), e.g. "backbone.layer4"; core/activation_checkpoint.h).
+  // A model that does not support a name returns an error naming it.
+  virtual absl::Status EnableActivationCheckpointing(const std::vector<std::string>& submodules) {
+    return absl::UnimplementedError(absl::StrCat(
+        "activation checkpointing is not supported by this model (", name(), ")"));
+  }
 };
 
 using ModelRegistry = PluginRegistry<Model>;

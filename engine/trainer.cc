@@ -175,6 +175,15 @@ absl::Status Trainer::Impl::Init() {
       Print("SyncBatchNorm: one process, keeping plain BatchNorm");
     }
   }
+  if (config_.train().activation_checkpointing_size() > 0) {
+    const std::vector<std::string> names(config_.train().activation_checkpointing().begin(),
+                                         config_.train().activation_checkpointing().end());
+    const absl::Status s = p_.model->EnableActivationCheckpointing(names);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("train.activation_checkpointing: ", s.message()));
+    }
+    Print(absl::StrCat("activation checkpointing: ", absl::StrJoin(names, ", ")));
+  }
   for (const auto& param : p_.model->named_parameters()) {
     if (!param.value().requires_grad()) continue;
     params_.push_back(param.value());

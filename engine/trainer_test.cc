@@ -157,6 +157,13 @@ TEST(TrainerTest, TrainsUnderBFloat16Autocast) {
   EXPECT_LT(result->final_metrics.at("mae"), 0.15);
 }
 
+TEST(TrainerTest, ActivationCheckpointingTheModelCannotDoIsRefused) {
+  auto result = Train(Config(TempDir("ckpt"), "train { activation_checkpointing: \"conv1\" }"));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("train.activation_checkpointing: activation checkpointing is not supported"));
+}
+
 TEST(TrainerTest, EmaWeightsAreUsedForEvaluation) {
   auto plain = Train(Config(TempDir("no_ema")));
   auto ema = Train(Config(TempDir("ema"), "train { ema_decay: 0.5 }"));

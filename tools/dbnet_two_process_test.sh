@@ -13,10 +13,11 @@ log="${TEST_TMPDIR}/log.txt"
   --override='eval_data { dataset { options { [type.googleapis.com/vision.data.datasets.ICDAR2015Options] { root: "testdata/icdar2015" } } } }' \
   --override='train_data { loader { batch_size: 1 } augmentations { type: "RandomCrop" options { [type.googleapis.com/vision.data.augmentations.RandomCropOptions] { width: 64 height: 64 } } } }' \
   --override='model { options { [type.googleapis.com/vision.models.dbnet.DBNetOptions] { inner_channels: 16 } } }' \
-  --override='train { max_steps: 3 intra_op_threads: 1 } logging { every_n_steps: 1 } evaluation { every_n_steps: 0 }' \
+  --override='train { max_steps: 3 intra_op_threads: 1 activation_checkpointing: "backbone.layer3" activation_checkpointing: "backbone.layer4" } logging { every_n_steps: 1 } evaluation { every_n_steps: 0 }' \
   --override="checkpoint { output_dir: \"${out}\" every_n_steps: 2 }" 2>&1 | tee "${log}"
 grep -q "SyncBatchNorm: 24 normalisation layers synchronised over 2 ranks" "${log}"
 grep -q "\[rank 0\]: step 3/3" "${log}"
+grep -q "activation checkpointing: backbone.layer3, backbone.layer4" "${log}"
 grep -q "\[rank 0\]: eval at step 3: hmean" "${log}"
 test -f "${out}/checkpoint_3.pt"
 test -f "${out}/checkpoint_2.pt"

@@ -251,10 +251,6 @@ absl::Status ValidatePipelineConfig(const TrainPipelineConfig& c) {
             absl::StrCat("must be >= 0 (0 disables), got ", t.clip_grad_norm()));
   p.Require(t.ema_decay() >= 0 && t.ema_decay() < 1, "train.ema_decay",
             absl::StrCat("must be in [0, 1) (0 disables), got ", t.ema_decay()));
-  if (t.activation_checkpointing_size() > 0) {
-    p.Add("train.activation_checkpointing",
-          "not supported yet: no model implements recomputation in backward; remove the field");
-  }
   for (const auto& [name, weight] : t.loss_weights()) {
     p.Require(weight >= 0, absl::StrCat("train.loss_weights[\"", name, "\"]"),
               absl::StrCat("must be >= 0, got ", weight));

@@ -131,12 +131,6 @@ TEST(LoaderTest, MissingRequiredFieldsAreListed) {
   EXPECT_THAT(message, HasSubstr("checkpoint.output_dir: required"));
 }
 
-TEST(LoaderTest, UnsupportedFeaturesAreRejectedNotIgnored) {
-  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(
-      Path("valid.pbtxt"), {"train { activation_checkpointing: \"backbone\" }"});
-  EXPECT_THAT(c.status().message(), HasSubstr("train.activation_checkpointing: not supported yet"));
-}
-
 TEST(LoaderTest, OverrideCanFixAnInvalidValue) {
   absl::StatusOr<TrainPipelineConfig> c =
       LoadPipelineConfig(Path("valid.pbtxt"), {"optimizer { lr: -1 }"});

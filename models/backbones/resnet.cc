@@ -1,5 +1,7 @@
 #include "models/backbones/resnet.h"
 
+#include <algorithm>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/activation_checkpoint.h"
 #include "core/batch_norm.h"
 #include "core/backbone.h"
 #include "models/backbones/frozen_batch_norm.h"
@@ -308,15 +311,34 @@ void ResNetImpl::train(bool on) {
   for (int64_t i = 0; i < frozen; ++i) layers_[i]->eval();
 }
 
+namespace {
+const std::vector<std::string> kStageNames = {"layer1", "layer2", "layer3", "layer4"};
+}  // namespace
+
 std::vector<at::Tensor> ResNetImpl::Forward(const at::Tensor& images) {
   at::Tensor x = maxpool_->forward(bn1_.forward(conv1_->forward(images)).relu_());
   std::vector<at::Tensor> outputs;
   outputs.reserve(layers_.size());
-  for (torch::nn::Sequential& layer : layers_) {
-    x = layer->forward(x);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    torch::nn::Sequential& layer = layers_[i];
+    x = checkpointed_[i] ? core::CheckpointedForward(
+                               layer.ptr(), [&layer](const at::Tensor& t) { return layer->forward(t); }, x)
+                         : layer->forward(x);
     outputs.push_back(x);
   }
   return outputs;
+}
+
+absl::Status ResNetImpl::EnableActivationCheckpointing(const std::vector<std::string>& submodules) {
+  for (const std::string& name : submodules) {
+    const auto it = std::find(kStageNames.begin(), kStageNames.end(), name);
+    if (it == kStageNames.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "activation checkpointing: ResNet has no stage '", name, "' (layer1..layer4)"));
+    }
+    checkpointed_[it - kStageNames.begin()] = true;
+  }
+  return absl::OkStatus();
 }
 
 std::vector<int64_t> ResNetImpl::OutChannels() const {

@@ -49,6 +49,9 @@ class ResNetImpl : public core::Backbone {
   // Keeps frozen stages in eval mode whatever `on` says (as mmdet's ResNet.train).
   void train(bool on = true) override;
 
+  // Supports the stages "layer1".."layer4".
+  absl::Status EnableActivationCheckpointing(const std::vector<std::string>& submodules) override;
+
   const ResNetConfig& config() const { return config_; }
 
  private:
@@ -66,6 +69,7 @@ class ResNetImpl : public core::Backbone {
   torch::nn::AnyModule bn1_;
   torch::nn::MaxPool2d maxpool_{nullptr};
   std::vector<torch::nn::Sequential> layers_;
+  std::vector<bool> checkpointed_ = std::vector<bool>(4, false);
 };
 
 // Validates `config` and builds the module.

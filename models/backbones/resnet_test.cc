@@ -67,6 +67,34 @@ TEST(ResNetTest, ResNet18OutputShapesAndStrides) {
                           ElementsAre(1, 256, 6, 8), ElementsAre(1, 512, 3, 4)));
 }
 
+TEST(ResNetTest, ActivationCheckpointingGivesTheSameGradients) {
+  std::vector<std::vector<at::Tensor>> grads(2);
+  std::vector<at::Tensor> outputs(2);
+  for (int checkpoint = 0; checkpoint < 2; ++checkpoint) {
+    torch::manual_seed(0);
+    std::shared_ptr<ResNetImpl> net = Make(ResNetConfig(18));
+    if (checkpoint) {
+      ASSERT_TRUE(net->EnableActivationCheckpointing({"layer2", "layer4"}).ok());
+    }
+    const at::Tensor x = at::randn({2, 3, 64, 64}, at::TensorOptions().dtype(at::kFloat));
+    std::vector<at::Tensor> levels = net->Forward(x);
+    at::Tensor loss = levels[0].mean() + levels[1].pow(2).mean() + levels[3].sum();
+    loss.backward();
+    outputs[checkpoint] = levels[3].detach();
+    for (const at::Tensor& p : net->parameters()) grads[checkpoint].push_back(p.grad());
+  }
+  EXPECT_TRUE(at::equal(outputs[0], outputs[1]));
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    ASSERT_TRUE(grads[1][i].defined()) << i;
+    const double relative =
+        ((grads[0][i] - grads[1][i]).norm() / grads[0][i].norm().clamp_min(1e-12)).item<double>();
+    EXPECT_LT(relative, 1e-5) << "parameter " << i;
+  }
+  std::shared_ptr<ResNetImpl> net = Make(ResNetConfig(18));
+  EXPECT_THAT(net->EnableActivationCheckpointing({"layer5"}).message(), HasSubstr("no stage 'layer5'"));
+}
+
 TEST(ResNetTest, ResNet50OutputShapesAndStrides) {
   std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(50));
   ASSERT_NE(net, nullptr);

@@ -201,6 +201,20 @@ std::shared_ptr<const core::TargetGenerator> DBNetImpl::MakeTargetGenerator() co
   return std::make_shared<DBTargetGenerator>(config_.labels);
 }
 
+absl::Status DBNetImpl::EnableActivationCheckpointing(
+    const std::vector<std::string>& submodules) {
+  std::vector<std::string> in_backbone;
+  for (const std::string& name : submodules) {
+    if (name.rfind("backbone.", 0) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "activation checkpointing: DBNet supports backbone stages only ('backbone.layer4'), got '",
+          name, "'"));
+    }
+    in_backbone.push_back(name.substr(9));
+  }
+  return backbone_->EnableActivationCheckpointing(in_backbone);
+}
+
 VISION_REGISTER_PLUGIN(core::ModelRegistry, "DBNet", DBNetImpl, DBNetOptions);
 
 }  // namespace vision::models::dbnet

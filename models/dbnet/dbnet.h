@@ -64,6 +64,9 @@ class DBNetImpl : public core::Model {
 
   std::shared_ptr<const core::TargetGenerator> MakeTargetGenerator() const override;
 
+  // "backbone.<stage>" names go to the backbone (e.g. "backbone.layer4" for a ResNet).
+  absl::Status EnableActivationCheckpointing(const std::vector<std::string>& submodules) override;
+
   const DBNetConfig& config() const { return config_; }
 
  private:
