@@ -1,6 +1,7 @@
-// Peak memory of one DBNet training step (forward and backward) with and without activation
-// checkpointing; benchmarks/activation_checkpointing.sh runs it both ways, each in its own
-// process (peak resident memory only grows within a process).
+// Peak memory and time of DBNet training steps (forward and backward): with and without
+// activation checkpointing (benchmarks/activation_checkpointing.sh, each in its own process,
+// as peak resident memory only grows within a process), and against the same network in
+// Python PyTorch (benchmarks/dbnet_step.sh).
 //   activation_memory_benchmark --size=640 --batch=2 --checkpoint=layer1,layer2,layer3,layer4
 #include <chrono>
 #include <cstdio>
@@ -22,6 +23,7 @@ ABSL_FLAG(int, size, 640, "square input size");
 ABSL_FLAG(int, batch, 2, "images per step");
 ABSL_FLAG(std::string, checkpoint, "", "comma-separated ResNet stages to checkpoint (layer1..4)");
 ABSL_FLAG(std::string, backbone, "ResNet18", "registered backbone");
+ABSL_FLAG(int, steps, 1, "timed forward+backward steps (after one untimed step when > 1)");
 
 namespace {
 
@@ -66,12 +68,19 @@ int main(int argc, char** argv) {
   batch.targets["thresh_map"] = at::rand({n, size, size}) * 0.4 + 0.3;
   batch.targets["thresh_mask"] = (at::rand({n, size, size}) > 0.5).to(at::kFloat);
   const double before = PeakResidentMiB();
+  auto step = [&] {
+    model->zero_grad();
+    at::Tensor loss;
+    for (const auto& [name, term] : model->Losses(batch)) loss = loss.defined() ? loss + term : term;
+    loss.backward();
+  };
+  const int steps = absl::GetFlag(FLAGS_steps);
+  if (steps > 1) step();  // warm-up: allocator and kernel caches
   const auto start = std::chrono::steady_clock::now();
-  at::Tensor loss;
-  for (const auto& [name, term] : model->Losses(batch)) loss = loss.defined() ? loss + term : term;
-  loss.backward();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("checkpoint [%s]: peak RSS %.0f MiB (%.0f MiB before the step), step %.2f s\n",
+  for (int i = 0; i < steps; ++i) step();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
+  std::printf("checkpoint [%s]: peak RSS %.0f MiB (%.0f MiB before the step), step %.3f s\n",
               absl::GetFlag(FLAGS_checkpoint).c_str(), PeakResidentMiB(), before, seconds);
   return 0;
 }
