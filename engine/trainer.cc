@@ -375,7 +375,7 @@ absl::Status Trainer::Impl::TrainStep(std::map<std::string, double>* log_terms,
         state_.consecutive_nonfinite, state_.step, checkpoints_.dir()));
   }
   p_.optimizer->torch_optimizer().zero_grad();
-  *loss_value = total_for_log.item<double>();
+  if (want_log) *loss_value = total_for_log.item<double>();
   return absl::OkStatus();
 }
 

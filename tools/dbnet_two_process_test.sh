@@ -1,27 +1,33 @@
 #!/usr/bin/env bash
 # DBNet end to end through the launcher: two processes, SyncBatchNorm, the bucketed strategy,
-# distributed evaluation and checkpoints, for a few steps on the testdata ICDAR2015 sample
-# with the quick-start config scaled down.
+# activation checkpointing, distributed evaluation, checkpoints and TensorBoard images, for a
+# few steps on the testdata ICDAR2015 sample; then the eval and infer tools on the result.
 set -euo pipefail
-launch="distributed/launch/launch"
-train="tools/train"
+config=testdata/configs/dbnet_smoke.pbtxt
 out="${TEST_TMPDIR}/dbnet"
 log="${TEST_TMPDIR}/log.txt"
-"${launch}" --nproc_per_node=2 --master_port=0 -- "${train}" \
-  --config=models/dbnet/configs/quickstart.pbtxt \
-  --override='train_data { dataset { options { [type.googleapis.com/vision.data.datasets.ICDAR2015Options] { root: "testdata/icdar2015" } } } }' \
-  --override='eval_data { dataset { options { [type.googleapis.com/vision.data.datasets.ICDAR2015Options] { root: "testdata/icdar2015" } } } }' \
-  --override='train_data { loader { batch_size: 1 } augmentations { type: "RandomCrop" options { [type.googleapis.com/vision.data.augmentations.RandomCropOptions] { width: 64 height: 64 } } } }' \
-  --override='model { options { [type.googleapis.com/vision.models.dbnet.DBNetOptions] { inner_channels: 16 } } }' \
-  --override='train { max_steps: 3 intra_op_threads: 1 activation_checkpointing: "backbone.layer3" activation_checkpointing: "backbone.layer4" } logging { every_n_steps: 1 } evaluation { every_n_steps: 0 }' \
-  --override="checkpoint { output_dir: \"${out}\" every_n_steps: 2 }" 2>&1 | tee "${log}"
+distributed/launch/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
+  --override="checkpoint { output_dir: \"${out}\" }" 2>&1 | tee "${log}"
 grep -q "SyncBatchNorm: 24 normalisation layers synchronised over 2 ranks" "${log}"
-grep -q "\[rank 0\]: step 3/3" "${log}"
 grep -q "activation checkpointing: backbone.layer3, backbone.layer4" "${log}"
+grep -q "\[rank 0\]: step 3/3" "${log}"
+# Every step saw text: the probability loss is not zero.
+if grep -q "loss_prob 0.000 " "${log}"; then echo "a step saw no text"; exit 1; fi
 grep -q "\[rank 0\]: eval at step 3: hmean" "${log}"
 test -f "${out}/checkpoint_3.pt"
 test -f "${out}/checkpoint_2.pt"
 test -f "${out}/metrics.jsonl"
-# Prediction images went to TensorBoard (PNG data inside the event file).
+# Prediction images went to TensorBoard.
 grep -q "eval/prediction_0" "${out}"/tensorboard/events.out.tfevents.*
+
+# The eval and infer tools on the checkpoint just written.
+tools/eval --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
+  --output_dir="${TEST_TMPDIR}/eval" | tee "${TEST_TMPDIR}/eval.log"
+grep -q "hmean" "${TEST_TMPDIR}/eval.log"
+test -f "${TEST_TMPDIR}/eval/res_img_1.txt"
+test -f "${TEST_TMPDIR}/eval/img_1.png"
+tools/infer --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
+  --images=testdata/icdar2015/ch4_training_images --output_dir="${TEST_TMPDIR}/infer"
+[[ $(ls "${TEST_TMPDIR}"/infer/res_img_*.txt | wc -l) -eq 3 ]]
+[[ $(ls "${TEST_TMPDIR}"/infer/img_*.png | wc -l) -eq 3 ]]
 echo "PASS"

@@ -6,17 +6,13 @@
 // to evaluate with several processes.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "core/config/loader.h"
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
@@ -39,26 +35,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-absl::Status WriteResults(const std::string& dir, const core::Sample& prediction,
-                          const core::Sample& truth, bool draw) {
-  const std::string stem = fs::path(truth.image_path).stem().string();
-  std::ofstream out(fs::path(dir) / absl::StrCat("res_", stem, ".txt"));
-  for (const core::TextInstance& t : prediction.texts) {
-    std::vector<std::string> coords;
-    for (const cv::Point2f& p : t.polygon) {
-      coords.push_back(absl::StrCat(cvRound(p.x)));
-      coords.push_back(absl::StrCat(cvRound(p.y)));
-    }
-    out << absl::StrJoin(coords, ",") << "\n";
-  }
-  if (!out) return absl::InternalError(absl::StrCat("cannot write results for ", stem, " in ", dir));
-  if (!draw) return absl::OkStatus();
-  VISION_ASSIGN_OR_RETURN(cv::Mat image, engine::DrawPrediction(prediction, truth));
-  const std::string png = (fs::path(dir) / absl::StrCat(stem, ".png")).string();
-  if (!cv::imwrite(png, image)) return absl::InternalError(absl::StrCat("cannot write ", png));
-  return absl::OkStatus();
-}
-
 absl::Status Run(const std::vector<std::string>& overrides) {
   const std::string config_path = absl::GetFlag(FLAGS_config);
   const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
@@ -74,25 +50,32 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   VISION_ASSIGN_OR_RETURN(distributed::env::DistributedEnv env, distributed::env::ReadDistributedEnv());
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Collectives> collectives,
                           distributed::runtime::JoinJob(env, config));
-  VISION_ASSIGN_OR_RETURN(core::Pipeline pipeline, core::BuildPipeline(config, env.world_size));
+  // Only what evaluation needs: the training data need not exist here.
+  VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Model> model, core::BuildModel(config.model()));
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Dataset> dataset,
+                          core::BuildDataset(config.eval_data(), "eval_data"));
+  VISION_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<core::Augmentation>> augmentations,
+                          core::BuildAugmentations(config.eval_data(), "eval_data"));
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Evaluator> evaluator,
+                          core::BuildEvaluator(config.evaluation()));
   // The weights evaluation uses: the EMA when the run kept one.
   std::unique_ptr<engine::ModelEma> ema;
   if (config.train().ema_decay() > 0) {
-    ema = std::make_unique<engine::ModelEma>(*pipeline.model, config.train().ema_decay());
+    ema = std::make_unique<engine::ModelEma>(*model, config.train().ema_decay());
   }
   engine::CheckpointMeta meta;
   VISION_RETURN_IF_ERROR(engine::LoadCheckpoint(
-      checkpoint, engine::TrainingState{pipeline.model.get(), nullptr, ema.get()}, &meta));
-  if (ema) ema->Swap(*pipeline.model);
+      checkpoint, engine::TrainingState{model.get(), nullptr, ema.get()}, &meta));
+  if (ema) ema->Swap(*model);
 
   const std::string output_dir = absl::GetFlag(FLAGS_output_dir);
   if (!output_dir.empty()) fs::create_directories(output_dir);
   int drawn = 0;
   engine::EvaluationJob job;
-  job.model = pipeline.model.get();
-  job.dataset = pipeline.eval_dataset.get();
-  for (const auto& a : pipeline.eval_augmentations) job.augmentations.push_back(a.get());
-  job.evaluator = pipeline.evaluator.get();
+  job.model = model.get();
+  job.dataset = dataset.get();
+  for (const auto& a : augmentations) job.augmentations.push_back(a.get());
+  job.evaluator = evaluator.get();
   job.loader.batch_size = config.eval_data().loader().batch_size();
   job.loader.num_workers = config.eval_data().loader().num_workers();
   job.loader.seed = config.seed();
@@ -102,14 +85,14 @@ absl::Status Run(const std::vector<std::string>& overrides) {
       const int max_images = absl::GetFlag(FLAGS_max_images);
       const bool draw = max_images < 0 || drawn < max_images;
       drawn += draw ? 1 : 0;
-      return WriteResults(output_dir, prediction, truth, draw);
+      return engine::WritePrediction(output_dir, prediction, truth, draw);
     };
   }
   using Metrics = std::map<std::string, double>;
   VISION_ASSIGN_OR_RETURN(Metrics metrics, engine::RunEvaluation(job));
   if (collectives->rank() == 0) {
     std::printf("%s (step %lld) on %s:\n", checkpoint.c_str(), static_cast<long long>(meta.step),
-                pipeline.eval_dataset->Describe().c_str());
+                dataset->Describe().c_str());
     for (const auto& [name, value] : metrics) std::printf("  %-10s %.4f\n", name.c_str(), value);
     if (!output_dir.empty()) std::printf("results and drawings in %s\n", output_dir.c_str());
   }

@@ -7,17 +7,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/collectives.h"
 #include "core/config/loader.h"
 #include "core/pipeline_builder.h"
@@ -25,6 +22,7 @@
 #include "engine/checkpoint.h"
 #include "engine/ema.h"
 #include "engine/evaluation.h"
+#include "engine/visualize.h"
 #include "tools/flags_util.h"
 
 ABSL_FLAG(std::string, config, "", "Path of the pipeline config (.pbtxt).");
@@ -76,27 +74,6 @@ absl::StatusOr<std::vector<std::string>> ListImages(const std::string& where) {
   return paths;
 }
 
-absl::Status Write(const std::string& dir, const core::Sample& prediction, const core::Sample& input) {
-  std::ofstream out(fs::path(dir) / absl::StrCat("res_", input.id, ".txt"));
-  cv::Mat image = cv::imread(input.image_path, cv::IMREAD_COLOR);
-  for (const core::TextInstance& t : prediction.texts) {
-    std::vector<std::string> coords;
-    std::vector<cv::Point> points;
-    for (const cv::Point2f& p : t.polygon) {
-      coords.push_back(absl::StrCat(cvRound(p.x)));
-      coords.push_back(absl::StrCat(cvRound(p.y)));
-      points.emplace_back(cvRound(p.x), cvRound(p.y));
-    }
-    out << absl::StrJoin(coords, ",") << "\n";
-    if (points.size() >= 2) cv::polylines(image, points, true, cv::Scalar(0, 200, 0), 2);
-  }
-  const std::string png = (fs::path(dir) / absl::StrCat(input.id, ".png")).string();
-  if (!out || !cv::imwrite(png, image)) {
-    return absl::InternalError(absl::StrCat("cannot write results for ", input.id, " to ", dir));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Run(const std::vector<std::string>& overrides) {
   const std::string output_dir = absl::GetFlag(FLAGS_output_dir);
   if (absl::GetFlag(FLAGS_config).empty() || absl::GetFlag(FLAGS_checkpoint).empty() ||
@@ -132,7 +109,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   int64_t detections = 0;
   job.on_prediction = [&](const core::Sample& prediction, const core::Sample& input) {
     detections += static_cast<int64_t>(prediction.texts.size());
-    return Write(output_dir, prediction, input);
+    return engine::WritePrediction(output_dir, prediction, input, /*draw=*/true);
   };
   VISION_RETURN_IF_ERROR(engine::RunEvaluation(job).status());
   std::printf("%lld detections in %s; results and drawings in %s\n",
