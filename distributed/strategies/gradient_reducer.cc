@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
+#include <c10/util/strides.h>
 
 #include <algorithm>
 #include <exception>
@@ -90,6 +91,23 @@ absl::Status GradientReducer::Attach(const std::vector<at::Tensor>& params,
     const int64_t total = bucket.offsets.back() + params_[bucket.params.back()].numel();
     bucket.flat = at::zeros({total}, first.options().requires_grad(false));
   }
+  grad_views_.resize(params_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      const at::Tensor& p = params_[bucket.params[k]];
+      // An alias made with set_ rather than narrow/view: autograd does not mark it as a view,
+      // so optimizers may detach_() it in zero_grad (LibTorch refuses that on views).
+      at::Tensor alias = at::empty({0}, bucket.flat.options());
+      // Same strides as the parameter (the layout AccumulateGrad keeps), if it is dense.
+      const c10::DimVector strides = p.is_non_overlapping_and_dense()
+                                         ? c10::DimVector(p.strides())
+                                         : c10::contiguous_strides(p.sizes());
+      alias.set_(bucket.flat.storage(), bucket.offsets[k], p.sizes(), strides);
+      grad_views_[bucket.params[k]] = alias;
+    }
+  }
+  BindGradients();
 
   try {
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -127,6 +145,7 @@ void GradientReducer::DrainLaunched() {
 void GradientReducer::PrepareBackward(bool sync) {
   std::lock_guard<std::mutex> lock(mutex_);
   DrainLaunched();
+  BindGradients();
   sync_step_ = sync;
   ready_twice_.clear();
   launch_error_.clear();
@@ -165,19 +184,11 @@ void GradientReducer::LaunchReadyBuckets() {
 }
 
 void GradientReducer::Launch(Bucket& bucket) {
+  // With one rank the average is the gradient itself: nothing to send.
+  if (group_->getSize() == 1) return;
   at::NoGradGuard no_grad;
-  for (size_t k = 0; k < bucket.params.size(); ++k) {
-    const at::Tensor& p = params_[bucket.params[k]];
-    at::Tensor slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel());
-    const at::Tensor& grad = p.grad();
-    if (grad.defined()) {
-      slice.copy_(grad.reshape({-1}));
-    } else {
-      slice.zero_();
-    }
-  }
-  // Dividing before the collective keeps half-precision sums in range (as PyTorch's
-  // fp16_compress_hook does).
+  // The gradients already sit in bucket.flat (BindGradients). Dividing before the collective
+  // keeps half-precision sums in range (as PyTorch's fp16_compress_hook does).
   bucket.flat.div_(group_->getSize());
   const at::ScalarType wire_type = WireType(options_.compression, bucket.flat.scalar_type());
   bucket.wire = wire_type == bucket.flat.scalar_type() ? bucket.flat : bucket.flat.to(wire_type);
@@ -191,6 +202,23 @@ void GradientReducer::Launch(Bucket& bucket) {
     bucket.work = group_->allgather(bucket.gathered, tensors);
   } else {
     bucket.work = group_->allreduce(tensors);
+  }
+}
+
+void GradientReducer::BindGradients() {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor& grad = params_[i].mutable_grad();
+    const at::Tensor& view = grad_views_[i];
+    if (grad.defined() && grad.data_ptr() == view.data_ptr()) continue;
+    // First call, or the optimizer released the gradient (zero_grad with set_to_none) or
+    // replaced it: keep its value, but in the bucket.
+    if (grad.defined()) {
+      view.copy_(grad);
+    } else {
+      view.zero_();
+    }
+    grad = view;
   }
 }
 
@@ -240,8 +268,10 @@ absl::Status GradientReducer::FinishBackward() {
       --buckets_[bucket_of_param_[i]].pending;
     }
     LaunchReadyBuckets();
+    if (group_->getSize() == 1) return absl::OkStatus();
     for (size_t b = 0; b < next_bucket_; ++b) buckets_[b].work->wait();
 
+    // The averages land in bucket.flat, which the parameters' .grad alias.
     at::NoGradGuard no_grad;
     for (Bucket& bucket : buckets_) {
       if (gather_bfloat16_) {
@@ -252,16 +282,6 @@ absl::Status GradientReducer::FinishBackward() {
         }
       } else if (!bucket.wire.is_same(bucket.flat)) {
         bucket.flat.copy_(bucket.wire);
-      }
-      for (size_t k = 0; k < bucket.params.size(); ++k) {
-        at::Tensor& p = params_[bucket.params[k]];
-        at::Tensor slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes());
-        at::Tensor& grad = p.mutable_grad();
-        if (grad.defined()) {
-          grad.copy_(slice);
-        } else {
-          grad = slice.clone();
-        }
       }
     }
   } catch (const std::exception& e) {

@@ -1,6 +1,12 @@
 // The engine behind every gradient-communication strategy: autograd post-accumulation hooks
-// mark parameters ready, ready buckets are flattened and all-reduced (asynchronously when
-// overlapping), and FinishBackward waits and writes the averages back into .grad.
+// mark parameters ready, ready buckets are all-reduced (asynchronously when overlapping), and
+// FinishBackward waits for them.
+//
+// Every parameter's .grad aliases its slice of a bucket's flat buffer (DDP's
+// gradient_as_bucket_view), so backward accumulates straight into the buckets and the averages
+// land straight in .grad: no copy into a bucket before the collective and none back after.
+// An optimizer that releases or replaces a .grad (zero_grad with set_to_none) is handled: the
+// next PrepareBackward puts it back into its bucket. With one rank nothing is communicated.
 #ifndef VISION_DISTRIBUTED_STRATEGIES_GRADIENT_REDUCER_H_
 #define VISION_DISTRIBUTED_STRATEGIES_GRADIENT_REDUCER_H_
 
@@ -73,6 +79,8 @@ class GradientReducer {
   // so their buffers can be reused.
   void DrainLaunched();
   void Launch(Bucket& bucket);
+  // Points every parameter's .grad at its slice of its bucket (keeping its value).
+  void BindGradients();
   std::string ParamLabel(int index) const;
 
   const ReducerOptions options_;
@@ -82,6 +90,7 @@ class GradientReducer {
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_param_;
+  std::vector<at::Tensor> grad_views_;  // params_[i]'s slice of its bucket, shaped like it.
   // Kept alive so the hooks registered on them persist; a parameter only holds a weak pointer.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   // Gloo has no bfloat16 all-reduce (LibTorch 1.13 rejects it with "Invalid scalar type"), so
