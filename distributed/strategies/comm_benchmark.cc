@@ -7,6 +7,9 @@
 //   bazel run -c opt //distributed/strategies:comm_benchmark -- --steps=20 --batch=8
 //
 // "none" trains each rank on its own (no communication): the compute-only baseline.
+// "collectives" runs no model at all: each step it all-reduces buffers of the bucketed
+// strategy's bucket sizes, launched together and then awaited, i.e. the time of the collectives
+// alone, which the communication overhead of a strategy is compared with.
 //
 // c10d::Reducer (the C++ engine of PyTorch's DDP) is not compared: its header includes
 // torch/csrc/distributed/autograd/, which Debian's libtorch-dev does not ship.
@@ -100,6 +103,54 @@ absl::StatusOr<Communicator> MakeCommunicator(const std::string& name, BenchNet&
   return comm;
 }
 
+absl::Status TimeCollectives(std::vector<at::Tensor>& buffers,
+                             const c10::intrusive_ptr<c10d::ProcessGroup>& group, int rank,
+                             int world) {
+  const int warmup = absl::GetFlag(FLAGS_warmup);
+  const int steps = absl::GetFlag(FLAGS_steps);
+  std::chrono::steady_clock::time_point start;
+  for (int step = 0; step < warmup + steps; ++step) {
+    if (step == warmup) {
+      std::vector<at::Tensor> token = {at::zeros({1})};
+      group->allreduce(token)->wait();
+      start = std::chrono::steady_clock::now();
+    }
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (at::Tensor& buffer : buffers) {
+      std::vector<at::Tensor> tensors = {buffer};
+      works.push_back(group->allreduce(tensors));
+    }
+    for (auto& work : works) work->wait();
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      steps;
+  if (rank == 0) {
+    std::cout << std::left << std::setw(14) << "collectives" << " world " << world << std::right
+              << std::fixed << std::setprecision(1) << std::setw(9) << ms << " ms/step   "
+              << buffers.size() << " buckets" << std::endl;
+  }
+  return absl::OkStatus();
+}
+
+// Buffers shaped like the bucketed strategy's buckets for `net`.
+absl::StatusOr<std::vector<at::Tensor>> BucketBuffers(BenchNet& net,
+                                                      c10::intrusive_ptr<c10d::ProcessGroup> group) {
+  BucketedOptions options;
+  options.set_bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb));
+  auto strategy = BucketedStrategy::Create(options);
+  if (!strategy.ok()) return strategy.status();
+  const std::vector<at::Tensor> params = net.parameters();
+  if (auto s = (*strategy)->Attach(params, {}, group); !s.ok()) return s;
+  std::vector<at::Tensor> buffers;
+  for (const std::vector<int>& bucket : (*strategy)->BucketLayout()) {
+    int64_t numel = 0;
+    for (int i : bucket) numel += params[i].numel();
+    buffers.push_back(at::randn({numel}));
+  }
+  return buffers;
+}
+
 absl::Status RunRank(const std::string& name, int rank, int world, int port) {
   at::set_num_threads(absl::GetFlag(FLAGS_threads));
   process_group::ProcessGroupOptions options;
@@ -111,6 +162,11 @@ absl::Status RunRank(const std::string& name, int rank, int world, int port) {
   if (!group.ok()) return group.status();
   torch::manual_seed(0);
   BenchNet net;
+  if (name == "collectives") {
+    auto buffers = BucketBuffers(net, *group);
+    if (!buffers.ok()) return buffers.status();
+    return TimeCollectives(*buffers, *group, rank, world);
+  }
   auto comm = MakeCommunicator(name, net, *group);
   if (!comm.ok()) return comm.status();
   const int batch = absl::GetFlag(FLAGS_batch);
@@ -159,7 +215,9 @@ int Main() {
   int failures = 0;
   for (int repeat = 0; repeat < absl::GetFlag(FLAGS_repeats); ++repeat) {
     for (int world : {1, 2}) {
-      for (const char* name : {"none", "allreduce", "bucketed", "fp16_compress", "bf16_compress"}) {
+      for (const char* name :
+           {"none", "collectives", "allreduce", "bucketed", "fp16_compress", "bf16_compress"}) {
+        if (world == 1 && std::string(name) == "collectives") continue;
         const int port = process_group::PickFreePort();
         const std::vector<absl::Status> statuses = process_group::RunRanks(
             world, absl::Minutes(10), [&](int rank) { return RunRank(name, rank, world, port); });
