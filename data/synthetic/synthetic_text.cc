@@ -12,6 +12,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "data/synthetic/seeded_random.h"
 
 namespace vision::data::synthetic {
 namespace {
@@ -32,49 +33,11 @@ constexpr std::array<int, 8> kFontFaces = {
     cv::FONT_HERSHEY_COMPLEX,        cv::FONT_HERSHEY_TRIPLEX,       cv::FONT_HERSHEY_COMPLEX_SMALL,
     cv::FONT_HERSHEY_SCRIPT_SIMPLEX, cv::FONT_HERSHEY_SCRIPT_COMPLEX};
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Draws from std::mt19937_64 with the arithmetic fixed here rather than by the standard
-// library's distributions. Callers make one draw per statement: the evaluation order of
-// function arguments is unspecified, so Point(rng.Int(..), rng.Int(..)) could differ between
-// compilers.
-class Random {
- public:
-  explicit Random(uint64_t seed) : engine_(seed) {}
-
-  uint64_t Bits() { return engine_(); }
-  // Uniform in [0, 1), from the top 53 bits.
-  double Unit() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
-  double Uniform(double lo, double hi) { return lo + (hi - lo) * Unit(); }
-  // Uniform in [lo, hi].
-  int Int(int lo, int hi) { return lo + static_cast<int>(Unit() * (hi - lo + 1)); }
-  bool Chance(double p) { return Unit() < p; }
-  cv::Scalar Colour() {
-    const int b = Int(0, 255);
-    const int g = Int(0, 255);
-    const int r = Int(0, 255);
-    return cv::Scalar(b, g, r);
-  }
-  cv::Point PointIn(cv::Size size) {
-    const int x = Int(0, size.width - 1);
-    const int y = Int(0, size.height - 1);
-    return cv::Point(x, y);
-  }
-
- private:
-  std::mt19937_64 engine_;
-};
-
 double Luminance(const cv::Scalar& bgr) { return 0.114 * bgr[0] + 0.587 * bgr[1] + 0.299 * bgr[2]; }
 
 // A random colour at least kMinContrast brighter or darker than `background`: a random hue
 // mixed towards white or black until its luminance reaches a random target.
-cv::Scalar ContrastingColour(Random& rng, const cv::Scalar& background) {
+cv::Scalar ContrastingColour(SeededRandom& rng, const cv::Scalar& background) {
   const double lb = Luminance(background);
   cv::Scalar colour = rng.Colour();
   const double lc = Luminance(colour);
@@ -90,7 +53,7 @@ cv::Scalar ContrastingColour(Random& rng, const cv::Scalar& background) {
   return colour;
 }
 
-void DrawGradient(Random& rng, cv::Mat& image) {
+void DrawGradient(SeededRandom& rng, cv::Mat& image) {
   const cv::Scalar from = rng.Colour();
   const cv::Scalar to = rng.Colour();
   const double angle = rng.Uniform(0, 2 * kPi);
@@ -115,7 +78,7 @@ void DrawGradient(Random& rng, cv::Mat& image) {
 }
 
 // Soft colour blobs: a few random pixels upsampled over the whole image.
-void BlendBlobs(Random& rng, cv::Mat& image) {
+void BlendBlobs(SeededRandom& rng, cv::Mat& image) {
   const int rows = rng.Int(2, 6);
   const int cols = rng.Int(2, 6);
   cv::Mat small(rows, cols, CV_8UC3);
@@ -132,7 +95,7 @@ void BlendBlobs(Random& rng, cv::Mat& image) {
 }
 
 // Lines, rectangles, circles, ellipse arcs and zigzags that a detector must not take for text.
-void DrawDistractors(Random& rng, cv::Mat& image) {
+void DrawDistractors(SeededRandom& rng, cv::Mat& image) {
   const int count = rng.Int(4, 16);
   const cv::Size size = image.size();
   for (int i = 0; i < count; ++i) {
@@ -182,7 +145,7 @@ void DrawDistractors(Random& rng, cv::Mat& image) {
   }
 }
 
-void AddNoise(Random& rng, cv::Mat& image) {
+void AddNoise(SeededRandom& rng, cv::Mat& image) {
   const double sigma = rng.Uniform(0, 8);
   cv::RNG noise_rng(rng.Bits());
   cv::Mat noise(image.size(), CV_16SC3);
@@ -197,7 +160,7 @@ void AddNoise(Random& rng, cv::Mat& image) {
 // place. The word is rendered upright at its final size into a patch, its tight box is taken
 // from the rendered pixels, and a homography maps that box onto the rotated (and perhaps
 // perspective-jittered) destination quadrilateral.
-bool DrawWord(Random& rng, const SyntheticTextOptions& options, cv::Mat& image, cv::Mat& occupied,
+bool DrawWord(SeededRandom& rng, const SyntheticTextOptions& options, cv::Mat& image, cv::Mat& occupied,
               std::vector<core::TextInstance>* texts) {
   const cv::Size image_size = image.size();
   const int min_side = std::min(image_size.width, image_size.height);
@@ -404,11 +367,11 @@ absl::Status ValidateOptions(const SyntheticDatasetOptions& options) {
 
 uint64_t ImageSeed(uint64_t seed, Split split, int64_t index) {
   const uint64_t split_salt = split == Split::kTrain ? 0x7472616eULL : 0x74657374ULL;
-  return SplitMix64(SplitMix64(SplitMix64(seed) ^ split_salt) ^ static_cast<uint64_t>(index));
+  return MixSeed(seed, split_salt, static_cast<uint64_t>(index));
 }
 
 SyntheticImage RenderSyntheticImage(const SyntheticTextOptions& options, uint64_t image_seed) {
-  Random rng(image_seed);
+  SeededRandom rng(image_seed);
   SyntheticImage result;
   result.image.create(options.height, options.width, CV_8UC3);
   if (options.plain_background) {

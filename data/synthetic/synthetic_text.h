@@ -10,9 +10,9 @@
 // words of ICDAR2015.
 //
 // Determinism: an image depends only on (options, ImageSeed(seed, split, index)): it draws from
-// its own std::mt19937_64 (whose output sequence is fixed by the C++ standard) through the
-// hand-written helpers in the .cc rather than std::uniform_*_distribution (whose algorithms
-// differ between standard libraries), and OpenCV's cv::RNG for pixel noise. The same seed
+// its own std::mt19937_64 (whose output sequence is fixed by the C++ standard) through
+// seeded_random.h rather than std::uniform_*_distribution (whose algorithms differ between
+// standard libraries), and OpenCV's cv::RNG for pixel noise. The same seed
 // therefore gives byte-identical files with the same OpenCV and libjpeg builds; other versions
 // may antialias or encode differently.
 #ifndef VISION_DATA_SYNTHETIC_SYNTHETIC_TEXT_H_

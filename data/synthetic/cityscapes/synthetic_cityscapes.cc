@@ -16,9 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/datasets/cityscapes/cityscapes_labels.h"
+#include "data/synthetic/seeded_random.h"
 
 namespace vision::data::synthetic::cityscapes {
 namespace {
+
 
 namespace fs = std::filesystem;
 namespace label = ::vision::data::datasets::cityscapes::label_id;
@@ -29,42 +31,6 @@ constexpr double kCameraHeight = 1.5;
 constexpr int kPngCompression = 6;
 constexpr const char* kTrainCities[kMaxCities] = {"alderburg", "birchfield", "cedarton", "dunmoor"};
 constexpr const char* kValCities[kMaxCities] = {"elmstead", "fernhill", "glenrock", "hollowell"};
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Draws from std::mt19937_64 with the arithmetic fixed here rather than by the standard
-// library's distributions. Callers make one draw per statement: the evaluation order of
-// function arguments is unspecified, so Point(rng.Int(..), rng.Int(..)) could differ between
-// compilers.
-class Random {
- public:
-  explicit Random(uint64_t seed) : engine_(seed) {}
-
-  // Uniform in [0, 1), from the top 53 bits.
-  double Unit() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
-  double Uniform(double lo, double hi) { return lo + (hi - lo) * Unit(); }
-  // Uniform in [lo, hi].
-  int Int(int lo, int hi) { return lo + static_cast<int>(Unit() * (hi - lo + 1)); }
-  bool Chance(double p) { return Unit() < p; }
-  // `base` with each channel moved by up to +-amount.
-  cv::Scalar Jitter(const cv::Scalar& base, double amount) {
-    cv::Scalar colour = base;
-    for (int c = 0; c < 3; ++c) colour[c] += Uniform(-amount, amount);
-    return colour;
-  }
-  template <typename T, size_t N>
-  const T& Pick(const T (&items)[N]) {
-    return items[Int(0, static_cast<int>(N) - 1)];
-  }
-
- private:
-  std::mt19937_64 engine_;
-};
 
 // How a shape's pixels are coloured: a base colour, optionally blended towards `bottom` from
 // the shape's top row to its bottom row, plus per-pixel uniform noise of +-noise.
@@ -81,7 +47,7 @@ Paint Solid(const cv::Scalar& colour, double noise) { return Paint{colour, noise
 // label of exactly the pixels whose colour it sets. Later shapes occlude earlier ones.
 class Canvas {
  public:
-  Canvas(int width, int height, Random& rng)
+  Canvas(int width, int height, SeededRandom& rng)
       : image_(height, width, CV_8UC3, cv::Scalar(0, 0, 0)),
         labels_(height, width, CV_8UC1, cv::Scalar(label::kUnlabeled)),
         mask_(height, width, CV_8UC1, cv::Scalar(0)),
@@ -168,7 +134,7 @@ class Canvas {
   cv::Mat image_;
   cv::Mat labels_;
   cv::Mat mask_;  // zero outside the shape being drawn
-  Random& rng_;
+  SeededRandom& rng_;
 };
 
 // The street's geometry: everything on the ground converges to (vanish_x, horizon).
@@ -204,7 +170,7 @@ const cv::Scalar kCarColours[] = {{40, 40, 180},   {160, 90, 30}, {220, 220, 220
 const cv::Scalar kClothes[] = {{40, 40, 40},  {150, 60, 30}, {40, 40, 160}, {200, 200, 200},
                                {60, 120, 60}, {30, 90, 160}, {120, 40, 120}};
 
-void DrawSky(Random& rng, Canvas& canvas, const Street& street) {
+void DrawSky(SeededRandom& rng, Canvas& canvas, const Street& street) {
   Paint paint;
   paint.gradient = true;
   paint.noise = 2;
@@ -219,7 +185,7 @@ void DrawSky(Random& rng, Canvas& canvas, const Street& street) {
 }
 
 // A facade from `left` to `right` reaching up to `top` and down behind the ground, with windows.
-void DrawBuilding(Random& rng, Canvas& canvas, const Street& street, double left, double right,
+void DrawBuilding(SeededRandom& rng, Canvas& canvas, const Street& street, double left, double right,
                   double top, double haze) {
   const double scale = canvas.height() / 128.0;
   cv::Scalar colour = rng.Jitter(rng.Pick(kFacades), 15);
@@ -238,7 +204,7 @@ void DrawBuilding(Random& rng, Canvas& canvas, const Street& street, double left
   }
 }
 
-void DrawBuildings(Random& rng, Canvas& canvas, const Street& street) {
+void DrawBuildings(SeededRandom& rng, Canvas& canvas, const Street& street) {
   const double w = canvas.width();
   const double h = canvas.height();
   // A hazy row of distant buildings where the street meets the horizon.
@@ -264,7 +230,7 @@ void DrawBuildings(Random& rng, Canvas& canvas, const Street& street) {
   }
 }
 
-void DrawGround(Random& rng, Canvas& canvas, const Street& street) {
+void DrawGround(SeededRandom& rng, Canvas& canvas, const Street& street) {
   const double h = canvas.height();
   const cv::Point2d v = street.Vanish();
   const Paint sidewalk = Solid(rng.Jitter(cv::Scalar(135, 140, 150), 15), 5);
@@ -323,11 +289,11 @@ double SidewalkX(const Street& street, bool left, double across, double y) {
 }
 
 // A row on the ground between `near` and `far` depth (0 at the horizon, 1 at the bottom).
-double GroundRow(Random& rng, const Street& street, double far, double near) {
+double GroundRow(SeededRandom& rng, const Street& street, double far, double near) {
   return street.horizon + rng.Uniform(far, near) * (street.height - street.horizon);
 }
 
-void AddTree(Random& rng, const Street& street, std::vector<Standing>* objects) {
+void AddTree(SeededRandom& rng, const Street& street, std::vector<Standing>* objects) {
   const bool left = rng.Chance(0.5);
   const double y = GroundRow(rng, street, 0.15, 0.9);
   const double x = SidewalkX(street, left, rng.Uniform(0.05, 0.5), y);
@@ -360,7 +326,7 @@ void AddTree(Random& rng, const Street& street, std::vector<Standing>* objects) 
                       }});
 }
 
-void AddPole(Random& rng, const Street& street, std::vector<Standing>* objects) {
+void AddPole(SeededRandom& rng, const Street& street, std::vector<Standing>* objects) {
   const bool left = rng.Chance(0.5);
   const double y = GroundRow(rng, street, 0.1, 0.85);
   const double x = SidewalkX(street, left, rng.Uniform(0.7, 0.95), y);
@@ -402,7 +368,7 @@ void AddPole(Random& rng, const Street& street, std::vector<Standing>* objects) 
 }
 
 // A pedestrian on a sidewalk, or (rider = true) a cyclist on the road's edge.
-void AddPerson(Random& rng, const Street& street, bool rider, std::vector<Standing>* objects) {
+void AddPerson(SeededRandom& rng, const Street& street, bool rider, std::vector<Standing>* objects) {
   const bool left = rng.Chance(0.5);
   const double y = GroundRow(rng, street, 0.2, 1.0);
   const double x = rider ? street.EdgeAt(left ? street.road_left : street.road_right, y) +
@@ -437,7 +403,7 @@ void AddPerson(Random& rng, const Street& street, bool rider, std::vector<Standi
 }
 
 // A car (or truck or bus) on the road, seen from behind or in front.
-void AddVehicle(Random& rng, const Street& street, std::vector<Standing>* objects) {
+void AddVehicle(SeededRandom& rng, const Street& street, std::vector<Standing>* objects) {
   // Mostly farther than a few car lengths, so that vehicles do not fill the picture.
   const double nearest = rng.Chance(0.8) ? 0.6 : 1.1;
   const double y = GroundRow(rng, street, 0.08, nearest);
@@ -489,7 +455,7 @@ void AddVehicle(Random& rng, const Street& street, std::vector<Standing>* object
 }
 
 // Street furniture (bins, boxes, bollards): label "static", ignored in training.
-void AddStatic(Random& rng, const Street& street, std::vector<Standing>* objects) {
+void AddStatic(SeededRandom& rng, const Street& street, std::vector<Standing>* objects) {
   const bool left = rng.Chance(0.5);
   const double y = GroundRow(rng, street, 0.2, 0.95);
   const double x = SidewalkX(street, left, rng.Uniform(0.1, 0.9), y);
@@ -503,7 +469,7 @@ void AddStatic(Random& rng, const Street& street, std::vector<Standing>* objects
                       }});
 }
 
-void DrawEgoVehicleAndBorder(Random& rng, Canvas& canvas) {
+void DrawEgoVehicleAndBorder(SeededRandom& rng, Canvas& canvas) {
   const double w = canvas.width();
   const double h = canvas.height();
   if (rng.Chance(0.8)) {
@@ -583,7 +549,7 @@ absl::Status ValidateOptions(const SyntheticCityscapesOptions& options) {
 
 uint64_t ImageSeed(uint64_t seed, Split split, int64_t index) {
   const uint64_t split_salt = split == Split::kTrain ? 0x7472616eULL : 0x76616cULL;
-  return SplitMix64(SplitMix64(SplitMix64(seed) ^ split_salt) ^ static_cast<uint64_t>(index));
+  return MixSeed(seed, split_salt, static_cast<uint64_t>(index));
 }
 
 std::string CityName(Split split, int city) {
@@ -591,7 +557,7 @@ std::string CityName(Split split, int city) {
 }
 
 StreetScene RenderStreetScene(int width, int height, uint64_t image_seed) {
-  Random rng(image_seed);
+  SeededRandom rng(image_seed);
   Canvas canvas(width, height, rng);
   Street street;
   street.height = height;
