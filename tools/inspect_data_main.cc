@@ -1,8 +1,10 @@
 // Shows what a model is fed: writes N samples of a config's training (or evaluation) data,
 // after its augmentations and the model's target generation, as PNG files with every
-// annotation drawn (texts green, don't-care grey, objects blue, label maps blended in) and
-// each training target as a heat map beside the image:
+// annotation drawn (texts green, don't-care grey; objects with their masks filled, box and
+// label in a colour per class, crowd regions hatched grey; label maps blended in) and each
+// training target as a heat map beside the image:
 //   inspect_data --config=models/dbnet/configs/quickstart.pbtxt --num=8 --output_dir=out
+// The config needs only its data sections (and a model, if its targets should be shown).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include "core/config/loader.h"
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
+#include "data/augmentations/rle.h"
 #include "data/loader/loader.h"
 #include "distributed/sampler/distributed_sampler.h"
 #include "tools/flags_util.h"
@@ -52,23 +55,55 @@ void DrawPolygon(cv::Mat& image, const core::Polygon& polygon, const cv::Scalar&
   if (points.size() >= 2) cv::polylines(image, points, true, color, 1, cv::LINE_AA);
 }
 
+// A distinct, stable colour per class label (golden-angle hue steps).
+cv::Scalar ClassColour(int label) {
+  cv::Mat hsv(1, 1, CV_8UC3, cv::Scalar((label * 137) % 180, 220, 255)), bgr;
+  cv::cvtColor(hsv, bgr, cv::COLOR_HSV2BGR);
+  const cv::Vec3b c = bgr.at<cv::Vec3b>(0, 0);
+  return cv::Scalar(c[0], c[1], c[2]);
+}
+
 cv::Mat Draw(const core::Sample& s) {
   cv::Mat image = Displayable(s.image);
   if (!s.semantic.empty()) {
-    cv::Mat scaled, colored;
-    s.semantic.convertTo(scaled, CV_8U, 12);  // train ids 0..18 spread over the colour map
-    cv::applyColorMap(scaled, colored, cv::COLORMAP_JET);
-    colored.setTo(cv::Scalar(0, 0, 0), s.semantic == 255);
-    cv::addWeighted(image, 0.6, colored, 0.4, 0, image);
+    cv::Mat lut(1, 256, CV_8UC3, cv::Scalar(0, 0, 0));  // 255 (ignore) and unused ids black
+    for (int id = 0; id < 255; ++id) {
+      const cv::Scalar c = ClassColour(id);
+      lut.at<cv::Vec3b>(0, id) = cv::Vec3b(c[0], c[1], c[2]);
+    }
+    cv::Mat ids3, colored;
+    cv::cvtColor(s.semantic, ids3, cv::COLOR_GRAY2BGR);
+    cv::LUT(ids3, lut, colored);
+    cv::addWeighted(image, 0.5, colored, 0.5, 0, image);
   }
   for (const core::TextInstance& t : s.texts) {
     DrawPolygon(image, t.polygon, t.ignore ? cv::Scalar(160, 160, 160) : cv::Scalar(0, 220, 0));
   }
   for (const core::ObjectInstance& o : s.objects) {
-    cv::rectangle(image, o.box, cv::Scalar(255, 120, 0), 1);
-    for (const core::Polygon& p : o.polygons) DrawPolygon(image, p, cv::Scalar(255, 200, 0));
-    cv::putText(image, absl::StrCat(o.label), o.box.tl(), cv::FONT_HERSHEY_PLAIN, 0.8,
-                cv::Scalar(255, 120, 0));
+    const cv::Scalar colour = o.is_crowd ? cv::Scalar(128, 128, 128) : ClassColour(o.label);
+    cv::Mat mask = cv::Mat::zeros(image.size(), CV_8U);
+    for (const core::Polygon& p : o.polygons) {
+      std::vector<cv::Point> points;
+      for (const cv::Point2f& q : p) points.emplace_back(cvRound(q.x), cvRound(q.y));
+      cv::fillPoly(mask, std::vector<std::vector<cv::Point>>{points}, cv::Scalar(1));
+    }
+    if (o.rle.height > 0) {
+      absl::StatusOr<cv::Mat> decoded = data::augmentations::DecodeRle(o.rle);
+      if (decoded.ok() && decoded->size() == image.size()) mask |= *decoded;
+    }
+    cv::Mat tinted = image.clone();
+    tinted.setTo(colour, mask);
+    if (o.is_crowd) {
+      // Hatched, so a crowd region reads as "ignored" at a glance.
+      for (int d = 0; d < image.cols + image.rows; d += 6) {
+        cv::line(tinted, cv::Point(d, 0), cv::Point(d - image.rows, image.rows), cv::Scalar(0, 0, 0));
+      }
+      image.copyTo(tinted, mask == 0);
+    }
+    cv::addWeighted(image, 0.55, tinted, 0.45, 0, image);
+    cv::rectangle(image, o.box, colour, 1);
+    cv::putText(image, absl::StrCat(o.label, o.is_crowd ? " crowd" : ""), o.box.tl(),
+                cv::FONT_HERSHEY_PLAIN, 0.8, colour);
   }
   // Targets beside the image, each as a heat map over its own range, with its name.
   std::vector<cv::Mat> tiles = {image};
@@ -94,8 +129,12 @@ absl::Status Run(const std::vector<std::string>& overrides) {
     return absl::InvalidArgumentError(absl::StrCat("--split must be train or eval, got '", split, "'"));
   }
   VISION_ASSIGN_OR_RETURN(core::TrainPipelineConfig config,
-                          core::LoadPipelineConfig(absl::GetFlag(FLAGS_config), overrides));
+                          core::LoadPipelineConfig(absl::GetFlag(FLAGS_config), overrides,
+                                                   core::ConfigUse::kDataOnly));
   const bool train = split == "train";
+  if (train && !config.has_train_data()) {
+    return absl::InvalidArgumentError("the config has no train_data (use --split=eval?)");
+  }
   if (!train && !config.has_eval_data()) return absl::InvalidArgumentError("the config has no eval_data");
   const core::DataConfig& data = train ? config.train_data() : config.eval_data();
   const std::string field = train ? "train_data" : "eval_data";
@@ -103,7 +142,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   VISION_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<core::Augmentation>> augmentations,
                           core::BuildAugmentations(data, field));
   std::shared_ptr<const core::TargetGenerator> targets;
-  if (train) {
+  if (train && config.has_model()) {
     VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Model> model, core::BuildModel(config.model()));
     targets = model->MakeTargetGenerator();
   }

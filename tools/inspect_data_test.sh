@@ -15,4 +15,19 @@ grep -q "0 targets" "${TEST_TMPDIR}/eval.log"
 # 256x256 crops: image + 4 target maps side by side = 1280 wide (PNG IHDR width at bytes 16-19).
 width=$(od -An -tu1 -j16 -N4 "$(ls "${out}/train"/*.png | head -n 1)" | awk '{print $1*16777216+$2*65536+$3*256+$4}')
 [[ "${width}" -eq 1280 ]] || { echo "unexpected width ${width}"; exit 1; }
+
+# Data-only configs (no model, so no targets): COCO objects with polygon and RLE masks, and a
+# Cityscapes label map. The tiny COCO sample has 4 images (one without objects) and 6
+# objects; Cityscapes 3 train images, 16x8 scaled x4.
+tools/inspect_data --config=testdata/configs/inspect_coco.pbtxt --num=10 \
+  --output_dir="${out}/coco" | tee "${TEST_TMPDIR}/coco.log"
+[[ $(ls "${out}/coco"/*.png | wc -l) -eq 4 ]]
+[[ $(grep -c "0 targets" "${TEST_TMPDIR}/coco.log") -eq 4 ]]
+objects=$(sed -n 's/.*texts, \([0-9]*\) objects.*/\1/p' "${TEST_TMPDIR}/coco.log" | awk '{n += $1} END {print n}')
+[[ "${objects}" -eq 6 ]] || { echo "expected 6 objects, saw ${objects}"; exit 1; }
+tools/inspect_data --config=testdata/configs/inspect_cityscapes.pbtxt --num=10 \
+  --output_dir="${out}/cityscapes" | tee "${TEST_TMPDIR}/cityscapes.log"
+[[ $(ls "${out}/cityscapes"/*.png | wc -l) -eq 3 ]]
+width=$(od -An -tu1 -j16 -N4 "$(ls "${out}/cityscapes"/*.png | head -n 1)" | awk '{print $1*16777216+$2*65536+$3*256+$4}')
+[[ "${width}" -eq 64 ]] || { echo "unexpected Cityscapes width ${width}"; exit 1; }
 echo "PASS"

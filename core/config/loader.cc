@@ -178,7 +178,8 @@ absl::Status MergeConfigText(const std::string& text, const std::string& source,
 }
 
 absl::StatusOr<TrainPipelineConfig> LoadPipelineConfig(const std::string& path,
-                                                       const std::vector<std::string>& overrides) {
+                                                       const std::vector<std::string>& overrides,
+                                                       ConfigUse use) {
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
   TrainPipelineConfig config;
@@ -187,14 +188,23 @@ absl::StatusOr<TrainPipelineConfig> LoadPipelineConfig(const std::string& path,
     const std::string source = absl::StrCat("--override #", i + 1, " '", overrides[i], "'");
     if (absl::Status s = MergeConfigText(overrides[i], source, &config); !s.ok()) return s;
   }
-  if (absl::Status s = ValidatePipelineConfig(config); !s.ok()) {
+  if (absl::Status s = ValidatePipelineConfig(config, use); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   }
   return config;
 }
 
-absl::Status ValidatePipelineConfig(const TrainPipelineConfig& c) {
+absl::Status ValidatePipelineConfig(const TrainPipelineConfig& c, ConfigUse use) {
   Problems p;
+  if (use == ConfigUse::kDataOnly) {
+    if (c.has_model()) CheckPluginSpec(c.model(), true, "model", "type: \"DBNet\"", &p);
+    p.Require(c.has_train_data() || c.has_eval_data(), "train_data",
+              "required (or eval_data): the dataset to look at");
+    if (c.has_train_data()) CheckData(c.train_data(), "train_data", &p);
+    if (c.has_eval_data()) CheckData(c.eval_data(), "eval_data", &p);
+    if (p.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("invalid config:\n  ", p.Joined()));
+  }
   CheckPluginSpec(c.model(), c.has_model(), "model", "type: \"DBNet\"", &p);
   if (!c.has_train_data()) {
     p.Add("train_data", "required: the training dataset and loader settings");

@@ -13,17 +13,24 @@
 
 namespace vision::core {
 
+// What a config is loaded for. Training needs every section. Looking at data (inspect_data)
+// needs only the data sections, and the model if one is given (for its training targets), so
+// a config of just a dataset and its augmentations is enough there.
+enum class ConfigUse { kTraining, kDataOnly };
+
 // Reads `path`, merges `overrides` and validates. Errors name the file (or override), line
 // and column for syntax errors, and the field path for invalid values.
 absl::StatusOr<TrainPipelineConfig> LoadPipelineConfig(
-    const std::string& path, const std::vector<std::string>& overrides = {});
+    const std::string& path, const std::vector<std::string>& overrides = {},
+    ConfigUse use = ConfigUse::kTraining);
 
 // Parses text-format `text` (named `source` in errors) into `config`, merging.
 absl::Status MergeConfigText(const std::string& text, const std::string& source,
                              TrainPipelineConfig* config);
 
 // Checks required fields and ranges; the error lists every problem with its field path.
-absl::Status ValidatePipelineConfig(const TrainPipelineConfig& config);
+absl::Status ValidatePipelineConfig(const TrainPipelineConfig& config,
+                                    ConfigUse use = ConfigUse::kTraining);
 
 // The config in canonical text format (Any payloads expanded, map keys sorted).
 std::string ConfigToText(const TrainPipelineConfig& config);

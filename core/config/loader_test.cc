@@ -131,6 +131,21 @@ TEST(LoaderTest, MissingRequiredFieldsAreListed) {
   EXPECT_THAT(message, HasSubstr("checkpoint.output_dir: required"));
 }
 
+TEST(LoaderTest, DataOnlyUseNeedsOnlyData) {
+  const std::string data =
+      R"(train_data { dataset { type: "FooDataset" } loader { batch_size: 2 } })";
+  absl::StatusOr<TrainPipelineConfig> c =
+      LoadPipelineConfig(Path("missing_required.pbtxt"), {data}, ConfigUse::kDataOnly);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->has_model());
+  // Without data there is nothing to look at; a bad dataset entry is still reported.
+  c = LoadPipelineConfig(Path("missing_required.pbtxt"), {}, ConfigUse::kDataOnly);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("train_data: required (or eval_data)"));
+  EXPECT_THAT(std::string(c.status().message()), Not(HasSubstr("optimizer")));
+  c = LoadPipelineConfig(Path("missing_required.pbtxt"), {"eval_data { }"}, ConfigUse::kDataOnly);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("eval_data.dataset.type: required"));
+}
+
 TEST(LoaderTest, OverrideCanFixAnInvalidValue) {
   absl::StatusOr<TrainPipelineConfig> c =
       LoadPipelineConfig(Path("valid.pbtxt"), {"optimizer { lr: -1 }"});
