@@ -26,6 +26,7 @@
 #include "core/activation_checkpoint.h"
 #include "core/batch_norm.h"
 #include "core/backbone.h"
+#include "models/backbones/deform_conv.h"
 #include "models/backbones/frozen_batch_norm.h"
 #include "models/backbones/resnet.pb.h"
 #include "models/backbones/torchvision_import.h"
@@ -42,6 +43,18 @@ torch::nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride =
                                .bias(false));
 }
 
+// The 3x3 convolution that stage_with_dcn turns into a modulated deformable one (mmdet's
+// build_conv_layer with dcn=dict(type='DCNv2'), no bias either way).
+torch::nn::AnyModule Conv3x3(int64_t in, int64_t out, int64_t stride, int64_t dilation,
+                             bool deformable) {
+  if (!deformable) return torch::nn::AnyModule(Conv(in, out, 3, stride, dilation, dilation));
+  return torch::nn::AnyModule(DeformConv2d(DeformConv2dOptions(in, out, 3)
+                                               .stride(stride)
+                                               .padding(dilation)
+                                               .dilation(dilation)
+                                               .bias(false)));
+}
+
 torch::nn::AnyModule Norm(int64_t channels, bool frozen) {
   if (frozen) return torch::nn::AnyModule(FrozenBatchNorm2d(channels));
   // core::BatchNorm2d: SyncBatchNorm attaches to it (distributed/sync_batchnorm).
@@ -55,23 +68,24 @@ class BasicBlockImpl : public torch::nn::Module {
   static constexpr int64_t kExpansion = 1;
 
   // Unlike torchvision, which refuses dilation here, the first 3x3 convolution takes it
-  // (mmseg's BasicBlock), so ResNet18/34 also serve output strides 16 and 8.
+  // (mmseg's BasicBlock), so ResNet18/34 also serve output strides 16 and 8. `deformable`
+  // makes the second one a DCN, as DB's deformable ResNet-18 (mmdet has no BasicBlock DCN).
   BasicBlockImpl(int64_t in_planes, int64_t planes, int64_t stride, int64_t dilation,
-                 torch::nn::Sequential downsample, bool frozen_bn)
+                 torch::nn::Sequential downsample, bool frozen_bn, bool deformable)
       : conv1_(register_module("conv1", Conv(in_planes, planes, 3, stride, dilation, dilation))),
         bn1_(Norm(planes, frozen_bn)),
-        conv2_(Conv(planes, planes, 3, 1, 1)),
+        conv2_(Conv3x3(planes, planes, 1, 1, deformable)),
         bn2_(Norm(planes, frozen_bn)),
         downsample_(std::move(downsample)) {
     register_module("bn1", bn1_.ptr());
-    register_module("conv2", conv2_);
+    register_module("conv2", conv2_.ptr());
     register_module("bn2", bn2_.ptr());
     if (downsample_) register_module("downsample", downsample_);
   }
 
   at::Tensor forward(const at::Tensor& x) {
     at::Tensor out = bn1_.forward(conv1_->forward(x)).relu_();
-    out = bn2_.forward(conv2_->forward(out));
+    out = bn2_.forward(conv2_.forward(out));
     out += downsample_ ? downsample_->forward(x) : x;
     return out.relu_();
   }
@@ -79,7 +93,7 @@ class BasicBlockImpl : public torch::nn::Module {
  private:
   torch::nn::Conv2d conv1_;
   torch::nn::AnyModule bn1_;
-  torch::nn::Conv2d conv2_;
+  torch::nn::AnyModule conv2_;
   torch::nn::AnyModule bn2_;
   torch::nn::Sequential downsample_;
 };
@@ -89,18 +103,19 @@ class BottleneckImpl : public torch::nn::Module {
  public:
   static constexpr int64_t kExpansion = 4;
 
-  // v1.5: the stride is on the 3x3 convolution, not on the first 1x1.
+  // v1.5: the stride is on the 3x3 convolution, not on the first 1x1; `deformable` makes
+  // that convolution a DCN (mmdet's Bottleneck with dcn).
   BottleneckImpl(int64_t in_planes, int64_t planes, int64_t stride, int64_t dilation,
-                 torch::nn::Sequential downsample, bool frozen_bn)
+                 torch::nn::Sequential downsample, bool frozen_bn, bool deformable)
       : conv1_(register_module("conv1", Conv(in_planes, planes, 1))),
         bn1_(Norm(planes, frozen_bn)),
-        conv2_(Conv(planes, planes, 3, stride, dilation, dilation)),
+        conv2_(Conv3x3(planes, planes, stride, dilation, deformable)),
         bn2_(Norm(planes, frozen_bn)),
         conv3_(Conv(planes, planes * kExpansion, 1)),
         bn3_(Norm(planes * kExpansion, frozen_bn)),
         downsample_(std::move(downsample)) {
     register_module("bn1", bn1_.ptr());
-    register_module("conv2", conv2_);
+    register_module("conv2", conv2_.ptr());
     register_module("bn2", bn2_.ptr());
     register_module("conv3", conv3_);
     register_module("bn3", bn3_.ptr());
@@ -109,7 +124,7 @@ class BottleneckImpl : public torch::nn::Module {
 
   at::Tensor forward(const at::Tensor& x) {
     at::Tensor out = bn1_.forward(conv1_->forward(x)).relu_();
-    out = bn2_.forward(conv2_->forward(out)).relu_();
+    out = bn2_.forward(conv2_.forward(out)).relu_();
     out = bn3_.forward(conv3_->forward(out));
     out += downsample_ ? downsample_->forward(x) : x;
     return out.relu_();
@@ -118,7 +133,7 @@ class BottleneckImpl : public torch::nn::Module {
  private:
   torch::nn::Conv2d conv1_;
   torch::nn::AnyModule bn1_;
-  torch::nn::Conv2d conv2_;
+  torch::nn::AnyModule conv2_;
   torch::nn::AnyModule bn2_;
   torch::nn::Conv2d conv3_;
   torch::nn::AnyModule bn3_;
@@ -151,12 +166,19 @@ absl::Status ValidateConfig(const ResNetConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "output_stride: ", config.output_stride(), " is not supported; use 32, 16 or 8"));
   }
+  if (!config.stage_with_dcn().empty() && config.stage_with_dcn().size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stage_with_dcn: has ", config.stage_with_dcn().size(),
+                     " entries; give none or one per stage layer1..layer4, e.g. [false, true, "
+                     "true, true]"));
+  }
   return absl::OkStatus();
 }
 
 // Loads a torchvision checkpoint. Those are classifiers: their fc.* keys are dropped (and
 // reported as ignored) because the backbone has no head, so strict loading still applies to
-// everything else.
+// everything else. Deformable convolutions' offset branches are new parameters: a plain
+// checkpoint lacks them and they keep their zero initialisation, even when strict.
 absl::Status LoadWeights(const std::string& name, const ResNetOptions& options,
                          ResNetImpl& net) {
   const std::string& path = options.weights_path();
@@ -176,7 +198,7 @@ absl::Status LoadWeights(const std::string& name, const ResNetOptions& options,
   }
   absl::StatusOr<ImportReport> report =
       LoadStateDict(backbone_state, net, options.strict_weights(),
-                    absl::StrCat("weights file '", path, "'"));
+                    absl::StrCat("weights file '", path, "'"), OffsetBranchParameterNames(net));
   if (!report.ok()) {
     return absl::Status(report.status().code(),
                         absl::StrCat(name, " weights_path: ", report.status().message()));
@@ -200,7 +222,8 @@ class RegisteredResNet final : public ResNetImpl {
     ResNetConfig config(kDepth);
     config.frozen_stages(options.frozen_stages())
         .frozen_batchnorm(options.frozen_batchnorm())
-        .output_stride(options.output_stride());
+        .output_stride(options.output_stride())
+        .stage_with_dcn({options.stage_with_dcn().begin(), options.stage_with_dcn().end()});
     if (absl::Status status = ValidateConfig(config); !status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(name, " options: ", status.message()));
     }
@@ -235,20 +258,21 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config)
   const std::vector<int64_t> blocks = BlocksPerStage(config_.depth());
   const int64_t os = config_.output_stride();
   const bool dilate[4] = {false, false, os == 8, os <= 16};
+  const std::vector<bool>& dcn = config_.stage_with_dcn();
   int64_t stride = 4;
   for (int i = 0; i < 4; ++i) {
     if (i > 0 && !dilate[i]) stride *= 2;
     strides_.push_back(stride);
-    layers_.push_back(register_module(absl::StrCat("layer", i + 1),
-                                      MakeStage(int64_t{64} << i, blocks[i], i == 0 ? 1 : 2,
-                                                dilate[i])));
+    layers_.push_back(register_module(
+        absl::StrCat("layer", i + 1), MakeStage(int64_t{64} << i, blocks[i], i == 0 ? 1 : 2,
+                                                dilate[i], !dcn.empty() && dcn[i])));
   }
   ResetParameters();
   Freeze();
 }
 
 torch::nn::Sequential ResNetImpl::MakeStage(int64_t planes, int64_t blocks, int64_t stride,
-                                            bool dilate) {
+                                            bool dilate, bool deformable) {
   const bool frozen_bn = config_.frozen_batchnorm();
   const int64_t expansion = bottleneck_ ? BottleneckImpl::kExpansion : BasicBlockImpl::kExpansion;
   const int64_t previous_dilation = dilation_;
@@ -267,10 +291,10 @@ torch::nn::Sequential ResNetImpl::MakeStage(int64_t planes, int64_t blocks, int6
                              torch::nn::Sequential block_downsample) {
     if (bottleneck_) {
       stage->push_back(Bottleneck(in_planes_, planes, block_stride, dilation,
-                                  std::move(block_downsample), frozen_bn));
+                                  std::move(block_downsample), frozen_bn, deformable));
     } else {
       stage->push_back(BasicBlock(in_planes_, planes, block_stride, dilation,
-                                  std::move(block_downsample), frozen_bn));
+                                  std::move(block_downsample), frozen_bn, deformable));
     }
     in_planes_ = planes * expansion;
   };
@@ -282,12 +306,18 @@ torch::nn::Sequential ResNetImpl::MakeStage(int64_t planes, int64_t blocks, int6
 
 void ResNetImpl::ResetParameters() {
   // torchvision: Kaiming-normal convolutions (fan_out, ReLU); norms start as the identity,
-  // which their constructors already do.
+  // which their constructors already do. As mmdet, deformable convolutions' offset branches
+  // are zeroed after that pass, so each DCN starts as its plain convolution (times 0.5).
+  std::vector<DeformConv2dImpl*> deformable;
   for (const std::shared_ptr<torch::nn::Module>& module : modules(/*include_self=*/false)) {
     if (auto* conv = dynamic_cast<torch::nn::Conv2dImpl*>(module.get())) {
       torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
+    } else if (auto* deform = dynamic_cast<DeformConv2dImpl*>(module.get())) {
+      torch::nn::init::kaiming_normal_(deform->weight, 0.0, torch::kFanOut, torch::kReLU);
+      deformable.push_back(deform);
     }
   }
+  for (DeformConv2dImpl* deform : deformable) deform->ResetOffsetBranch();
 }
 
 void ResNetImpl::Freeze() {

@@ -1,5 +1,6 @@
 // ResNet-18/34/50/101 backbones in torchvision's layout (v1.5: the stride sits on the 3x3
-// convolution), so torchvision state dicts load key for key. Registered in the
+// convolution), so torchvision state dicts load key for key, with optional modulated
+// deformable convolutions (DCNv2, deform_conv.h) in chosen stages. Registered in the
 // BackboneRegistry as "ResNet18", "ResNet34", "ResNet50" and "ResNet101" with ResNetOptions
 // (resnet.proto); ResNetConfig builds the same modules without protobuf.
 #ifndef VISION_MODELS_BACKBONES_RESNET_H_
@@ -34,6 +35,10 @@ struct ResNetConfig {
   TORCH_ARG(bool, frozen_batchnorm) = false;
   // 32, 16 (layer4 dilated) or 8 (layer3 and layer4 dilated).
   TORCH_ARG(int64_t, output_stride) = 32;
+  // Empty, or one flag per stage layer1..layer4 (mmdet's stage_with_dcn): true makes the
+  // 3x3 convolution conv2 of every block in that stage a DeformConv2d, whose weight keeps the
+  // plain convolution's name and whose offset branch is new (OffsetBranchParameterNames).
+  TORCH_ARG(std::vector<bool>, stage_with_dcn);
 };
 
 class ResNetImpl : public core::Backbone {
@@ -55,7 +60,8 @@ class ResNetImpl : public core::Backbone {
   const ResNetConfig& config() const { return config_; }
 
  private:
-  torch::nn::Sequential MakeStage(int64_t planes, int64_t blocks, int64_t stride, bool dilate);
+  torch::nn::Sequential MakeStage(int64_t planes, int64_t blocks, int64_t stride, bool dilate,
+                                  bool deformable);
   void ResetParameters();
   void Freeze();
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -15,9 +16,11 @@
 #include "core/backbone.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/backbones/deform_conv.h"
 #include "models/backbones/frozen_batch_norm.h"
 #include "models/backbones/resnet.pb.h"
 #include "models/backbones/torch_save_writer_for_test.h"
+#include "models/backbones/torchvision_import.h"
 
 namespace vision::models::backbones {
 namespace {
@@ -53,6 +56,13 @@ std::shared_ptr<torch::nn::Module> Submodule(ResNetImpl& net, const std::string&
 torch::nn::Conv2dImpl& ConvAt(ResNetImpl& net, const std::string& name) {
   return *Submodule(net, name)->as<torch::nn::Conv2dImpl>();
 }
+
+DeformConv2dImpl* DeformAt(ResNetImpl& net, const std::string& name) {
+  return Submodule(net, name)->as<DeformConv2dImpl>();
+}
+
+// DBNet's setting: DCN in layer2..layer4.
+const std::vector<bool> kDcnStages2To4 = {false, true, true, true};
 
 TEST(ResNetTest, ResNet18OutputShapesAndStrides) {
   std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(18));
@@ -134,6 +144,79 @@ TEST(ResNetTest, OutputStride8DilatesLayer3And4) {
   EXPECT_THAT(*ConvAt(*net, "layer3.1.conv2").options.dilation(), ElementsAre(2, 2));
   EXPECT_THAT(*ConvAt(*net, "layer4.0.conv2").options.dilation(), ElementsAre(2, 2));
   EXPECT_THAT(*ConvAt(*net, "layer4.2.conv2").options.dilation(), ElementsAre(4, 4));
+}
+
+TEST(ResNetTest, StageWithDcnMakesEveryConv2OfThoseStagesDeformable) {
+  std::unique_ptr<ResNetImpl> net =
+      Make(ResNetConfig(50).stage_with_dcn(kDcnStages2To4).output_stride(16));
+  ASSERT_NE(net, nullptr);
+  EXPECT_EQ(DeformAt(*net, "layer1.2.conv2"), nullptr);
+  EXPECT_NE(Submodule(*net, "layer1.2.conv2")->as<torch::nn::Conv2dImpl>(), nullptr);
+  for (const std::string stage : {"layer2.", "layer3.", "layer4."}) {
+    for (const std::string block : {"0", "1", "2"}) {
+      EXPECT_NE(DeformAt(*net, stage + block + ".conv2"), nullptr) << stage << block;
+      EXPECT_NE(Submodule(*net, stage + block + ".conv1")->as<torch::nn::Conv2dImpl>(), nullptr);
+    }
+  }
+  // Stride and dilation move over from the plain convolution, and into the offset branch.
+  EXPECT_THAT(*DeformAt(*net, "layer2.0.conv2")->options.stride(), ElementsAre(2, 2));
+  EXPECT_THAT(*DeformAt(*net, "layer2.0.conv2")->conv_offset->options.stride(), ElementsAre(2, 2));
+  EXPECT_THAT(*DeformAt(*net, "layer4.1.conv2")->options.dilation(), ElementsAre(2, 2));
+  EXPECT_THAT(*DeformAt(*net, "layer4.1.conv2")->options.padding(), ElementsAre(2, 2));
+  EXPECT_THAT(*DeformAt(*net, "layer4.1.conv2")->conv_offset->options.dilation(),
+              ElementsAre(2, 2));
+  EXPECT_FALSE(DeformAt(*net, "layer4.1.conv2")->bias.defined());
+  // 13 deformable blocks, each with conv_offset.weight and .bias on top of ResNet-50's 159.
+  EXPECT_EQ(net->named_parameters().size(), 159u + 26u);
+  EXPECT_EQ(OffsetBranchParameterNames(*net).size(), 26u);
+  // The Kaiming pass covers the deformable weight but leaves the offset branch at zero.
+  const at::Tensor w = net->named_parameters()["layer3.0.conv2.weight"];
+  const double kaiming_std = std::sqrt(2.0 / (256 * 9));
+  EXPECT_NEAR(w.std().item<double>(), kaiming_std, 0.05 * kaiming_std);
+  const at::Tensor offset_weight = net->named_parameters()["layer3.0.conv2.conv_offset.weight"];
+  EXPECT_TRUE(offset_weight.eq(0).all().item<bool>());
+  EXPECT_THAT(OutputShapes(*net, 96, 128),
+              ElementsAre(ElementsAre(1, 256, 24, 32), ElementsAre(1, 512, 12, 16),
+                          ElementsAre(1, 1024, 6, 8), ElementsAre(1, 2048, 6, 8)));
+}
+
+// With the plain network's weights and zero offset branches every DCN computes 0.5 times the
+// plain convolution (sigmoid(0) masks), which the following BatchNorm undoes in training mode
+// up to its eps. So the deformable network must reproduce the plain one: this checks that the
+// right convolutions were replaced, with the right stride, padding and dilation.
+TEST(ResNetTest, DeformableResNetWithPlainWeightsMatchesThePlainOneInTraining) {
+  // Sizes leave BatchNorm at least 8 values per channel in layer4, so that eps stays small.
+  struct Case {
+    int64_t depth, output_stride, size;
+  };
+  for (const auto& [depth, output_stride, size] : std::vector<Case>{{18, 32, 64}, {50, 8, 32}}) {
+    SCOPED_TRACE(::testing::Message() << "ResNet" << depth << " output stride " << output_stride);
+    torch::manual_seed(5);
+    std::unique_ptr<ResNetImpl> plain = Make(ResNetConfig(depth).output_stride(output_stride));
+    std::unique_ptr<ResNetImpl> deformable = Make(
+        ResNetConfig(depth).output_stride(output_stride).stage_with_dcn(kDcnStages2To4));
+    ASSERT_NE(plain, nullptr);
+    ASSERT_NE(deformable, nullptr);
+    StateDict state;
+    for (const auto& item : plain->named_parameters()) state.emplace_back(item.key(), item.value());
+    for (const auto& item : plain->named_buffers()) state.emplace_back(item.key(), item.value());
+    absl::StatusOr<ImportReport> report =
+        LoadStateDict(state, *deformable, /*strict=*/true, "plain ResNet",
+                      OffsetBranchParameterNames(*deformable));
+    ASSERT_TRUE(report.ok()) << report.status();
+
+    torch::NoGradGuard no_grad;
+    const at::Tensor images = at::randn({2, 3, size, size});
+    const std::vector<at::Tensor> expected = plain->Forward(images);
+    const std::vector<at::Tensor> actual = deformable->Forward(images);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const double relative =
+          ((actual[i] - expected[i]).norm() / expected[i].norm()).item<double>();
+      EXPECT_LT(relative, 1e-3) << "level " << i;
+    }
+    // layer1 has no DCN: identical.
+    EXPECT_TRUE(at::equal(actual[0], expected[0]));
+  }
 }
 
 TEST(ResNetTest, ResNet18SupportsOutputStride8) {
@@ -296,6 +379,8 @@ TEST(ResNetTest, InvalidConfigsAreErrors) {
   EXPECT_THAT(net.status().message(), HasSubstr("output_stride"));
   net = MakeResNet(ResNetConfig(18).frozen_stages(5));
   EXPECT_THAT(net.status().message(), HasSubstr("frozen_stages"));
+  net = MakeResNet(ResNetConfig(50).stage_with_dcn({true, true, true}));
+  EXPECT_THAT(net.status().message(), HasSubstr("stage_with_dcn: has 3 entries"));
 }
 
 google::protobuf::Any Pack(const ResNetOptions& options) {
@@ -372,6 +457,17 @@ TEST(ResNetRegistryTest, LoadsWeightsFromOptions) {
   EXPECT_THAT(resnet34.status().message(), HasSubstr("ResNet34 weights_path"));
   EXPECT_THAT(resnet34.status().message(), HasSubstr("layer1.2.conv1.weight"));
   EXPECT_THAT(resnet34.status().message(), ::testing::Not(HasSubstr("fc.weight")));
+
+  // Deformable stages: the offset branches are new, not missing, even for strict loading.
+  for (bool dcn : {false, true, true, true}) options.add_stage_with_dcn(dcn);
+  absl::StatusOr<std::unique_ptr<core::Backbone>> deformable =
+      core::BackboneRegistry::Get().Create("ResNet18", Pack(options));
+  ASSERT_TRUE(deformable.ok()) << deformable.status();
+  EXPECT_TRUE(at::equal((*deformable)->named_parameters()["layer3.1.conv2.weight"],
+                        source->named_parameters()["layer3.1.conv2.weight"]));
+  EXPECT_TRUE((*deformable)->named_parameters()["layer3.1.conv2.conv_offset.bias"].eq(0).all()
+                  .item<bool>());
+  options.clear_stage_with_dcn();
 
   options.set_weights_path(path + ".missing");
   absl::StatusOr<std::unique_ptr<core::Backbone>> missing =

@@ -652,6 +652,9 @@ absl::StatusOr<StateDict> ReadTorchStateDict(const std::string& path) {
 
 std::string ImportReport::ToString() const {
   std::string out = absl::StrCat(loaded.size(), " tensors match, ", ignored.size(), " ignored");
+  if (!added.empty()) {
+    absl::StrAppend(&out, ", ", added.size(), " new in the module (kept as initialised)");
+  }
   const auto add = [&out](const char* what, const std::vector<std::string>& keys) {
     if (!keys.empty()) absl::StrAppend(&out, "\n", what, ": ", absl::StrJoin(keys, ", "));
   };
@@ -662,7 +665,8 @@ std::string ImportReport::ToString() const {
 }
 
 absl::StatusOr<ImportReport> LoadStateDict(const StateDict& state, torch::nn::Module& module,
-                                           bool strict, const std::string& source) {
+                                           bool strict, const std::string& source,
+                                           const std::vector<std::string>& new_keys) {
   std::map<std::string, at::Tensor> targets;
   for (const auto& item : module.named_parameters()) targets.emplace(item.key(), item.value());
   for (const auto& item : module.named_buffers()) targets.emplace(item.key(), item.value());
@@ -685,9 +689,14 @@ absl::StatusOr<ImportReport> LoadStateDict(const StateDict& state, torch::nn::Mo
     copies.emplace_back(it->second, tensor);
     report.loaded.push_back(key);
   }
+  const std::set<std::string> added(new_keys.begin(), new_keys.end());
   for (const auto& [key, tensor] : targets) {
     if (in_file.count(key) == 0) {
-      (IsNumBatchesTracked(key) ? report.ignored : report.missing).push_back(key);
+      if (IsNumBatchesTracked(key)) {
+        report.ignored.push_back(key);
+      } else {
+        (added.count(key) > 0 ? report.added : report.missing).push_back(key);
+      }
     }
   }
   if (strict && !report.complete()) {

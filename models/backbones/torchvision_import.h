@@ -41,6 +41,10 @@ struct ImportReport {
   // only (checkpoints from PyTorch < 0.4 lack it, FrozenBatchNorm2d has none, and it only
   // matters for momentum = None). Callers may add keys they drop themselves.
   std::vector<std::string> ignored;
+  // In the module but not in the file, and named by the caller as parameters the file's
+  // architecture lacks (a deformable convolution's offset branch where the checkpoint has a
+  // plain convolution). They keep their initial values; not a problem.
+  std::vector<std::string> added;
 
   bool complete() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
   // One line per problem, for logs and error messages.
@@ -50,9 +54,11 @@ struct ImportReport {
 // Copies `state` into `module`'s parameters and buffers of the same names and shapes.
 // strict: a missing, unexpected or mismatched key is a FailedPrecondition error that names
 // them, and the module is left unchanged. Not strict: everything that matches is copied and
-// the rest is only reported. `source` names the origin in messages.
+// the rest is only reported. `source` names the origin in messages. Keys in `new_keys` that
+// the file lacks are reported as added instead of missing (the file's are still loaded).
 absl::StatusOr<ImportReport> LoadStateDict(const StateDict& state, torch::nn::Module& module,
-                                           bool strict, const std::string& source);
+                                           bool strict, const std::string& source,
+                                           const std::vector<std::string>& new_keys = {});
 
 // ReadTorchStateDict + LoadStateDict.
 absl::StatusOr<ImportReport> ImportTorchvisionWeights(const std::string& path,

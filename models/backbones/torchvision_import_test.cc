@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/backbones/deform_conv.h"
 #include "models/backbones/resnet.h"
 #include "models/backbones/torch_save_writer_for_test.h"
 
@@ -192,6 +193,48 @@ TEST(TorchvisionImportTest, ReportsMissingUnexpectedAndMismatchedKeys) {
   EXPECT_TRUE(at::equal(net->named_parameters()["conv1.weight"], Ramp({64, 3, 7, 7}, 0.25)));
   EXPECT_EQ(net->named_buffers()["bn1.num_batches_tracked"].item<int64_t>(), 1234);
   EXPECT_THAT(report->ToString(), HasSubstr("unexpected in the file: fc.bias"));
+}
+
+// A plain torchvision checkpoint fills a ResNet whose layer2..4 conv2 are deformable: the
+// convolution weights keep their keys, and the offset branches, which the file cannot have,
+// are reported as added rather than missing when the caller names them.
+TEST(TorchvisionImportTest, PlainCheckpointIntoDeformableStagesReportsOffsetBranchesAsAdded) {
+  std::unique_ptr<ResNetImpl> source = MakeResNet18();
+  ASSERT_NE(source, nullptr);
+  const StateDict state = RandomState(*source);
+  const std::string path = TempPath("plain_for_dcn.pth");
+  testing::WriteTorchSave(path, state);
+  absl::StatusOr<StateDict> read = ReadTorchStateDict(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+
+  absl::StatusOr<std::unique_ptr<ResNetImpl>> made =
+      MakeResNet(ResNetConfig(18).stage_with_dcn({false, true, true, true}));
+  ASSERT_TRUE(made.ok()) << made.status();
+  ResNetImpl& net = **made;
+  const std::vector<std::string> offsets = OffsetBranchParameterNames(net);
+  // Two blocks in each of three stages.
+  ASSERT_EQ(offsets.size(), 12u);
+  EXPECT_EQ(offsets[0], "layer2.0.conv2.conv_offset.weight");
+
+  // Without naming them they are missing, and strict loading refuses.
+  absl::StatusOr<ImportReport> refused = LoadStateDict(*read, net, /*strict=*/true, path);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("layer2.0.conv2.conv_offset.weight"));
+
+  absl::StatusOr<ImportReport> report =
+      LoadStateDict(*read, net, /*strict=*/true, path, offsets);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->complete());
+  EXPECT_THAT(report->missing, IsEmpty());
+  EXPECT_THAT(report->added, ::testing::UnorderedElementsAreArray(offsets));
+  EXPECT_EQ(report->loaded.size(), state.size());
+  EXPECT_THAT(report->ToString(), HasSubstr("12 new in the module"));
+  ExpectModuleHolds(net, state);
+  EXPECT_TRUE(at::equal(net.named_parameters()["layer4.1.conv2.weight"],
+                        source->named_parameters()["layer4.1.conv2.weight"]));
+  for (const std::string& key : offsets) {
+    EXPECT_TRUE(net.named_parameters()[key].eq(0).all().item<bool>()) << key;
+  }
 }
 
 TEST(TorchvisionImportTest, StrictFailureLeavesTheModuleUnchanged) {
