@@ -1,5 +1,5 @@
 // Runs a trained model on images and writes what it finds:
-//   infer --config=models/dbnet/configs/quickstart.pbtxt --checkpoint=runs/quickstart/best.pt \
+//   infer --config=models/dbnet/configs/quickstart.pbtxt --checkpoint=runs/quickstart/best.pt
 //         --images=path/to/folder_or_image --output_dir=out
 // The images go through the config's eval_data augmentations (resize, pad, normalise); for
 // each image, out/res_<name>.txt holds one detection per line (x1,y1,...,xn,yn, the ICDAR

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <random>
 
 #include <ATen/ATen.h>
@@ -27,28 +30,93 @@ std::string SampleName(const core::Sample& sample, int64_t index) {
   return absl::StrCat("sample ", index);
 }
 
-// HxWxC cv::Mat (float32, RGB) into a CxHxW slice of `out`.
-void CopyImage(const cv::Mat& image, at::Tensor out) {
-  cv::Mat rgb;
+// An HxWx3 image into the [3, H', W'] float slice `out` (H <= H', W <= W'): 8-bit BGR becomes
+// RGB in [0, 1], float images (after Normalize: RGB) are taken as they are. cv::split writes
+// the channel planes straight into the tensor's memory (Mat headers of the right size and type
+// are not reallocated), with no HWC -> CHW copy through ATen.
+void CopyImage(const cv::Mat& image, const at::Tensor& out) {
+  cv::Mat source = image;
   if (image.depth() == CV_8U) {
+    cv::Mat rgb;
     cv::cvtColor(image, rgb, cv::COLOR_BGR2RGB);
-    rgb.convertTo(rgb, CV_32F, 1.0 / 255.0);
-  } else {
-    image.convertTo(rgb, CV_32F);
+    rgb.convertTo(source, CV_32F, 1.0 / 255.0);
+  } else if (image.depth() != CV_32F) {
+    image.convertTo(source, CV_32F);
   }
-  if (!rgb.isContinuous()) rgb = rgb.clone();
-  at::Tensor hwc = at::from_blob(rgb.data, {rgb.rows, rgb.cols, rgb.channels()}, at::kFloat);
-  out.slice(1, 0, rgb.rows).slice(2, 0, rgb.cols).copy_(hwc.permute({2, 0, 1}));
+  const size_t row_bytes = static_cast<size_t>(out.stride(1)) * sizeof(float);
+  cv::Mat planes[3];
+  for (int c = 0; c < 3; ++c) {
+    planes[c] = cv::Mat(source.rows, source.cols, CV_32F, out[c].data_ptr<float>(), row_bytes);
+  }
+  cv::split(source, planes);
 }
 
-void CopyMap(const cv::Mat& map, at::Tensor out) {
-  cv::Mat f;
-  map.convertTo(f, CV_32F);
-  if (!f.isContinuous()) f = f.clone();
-  out.slice(0, 0, f.rows).slice(1, 0, f.cols).copy_(at::from_blob(f.data, {f.rows, f.cols}, at::kFloat));
+// The tensor type a target map is stacked as: bytes stay bytes (binary maps: a quarter of the
+// memory and of the host-to-device copy; the model converts), everything else is float.
+at::ScalarType TargetType(const cv::Mat& map) {
+  return map.depth() == CV_8U ? at::kByte : at::kFloat;
+}
+
+// A single-channel map into the [H', W'] slice `out` of type TargetType(map).
+void CopyMap(const cv::Mat& map, const at::Tensor& out) {
+  const int type = out.scalar_type() == at::kByte ? CV_8U : CV_32F;
+  cv::Mat destination(map.rows, map.cols, type, out.data_ptr(),
+                      static_cast<size_t>(out.stride(0)) * out.element_size());
+  if (map.type() == type) {
+    map.copyTo(destination);
+  } else {
+    map.convertTo(destination, type);
+  }
 }
 
 }  // namespace
+
+BatchMemoryPool::~BatchMemoryPool() {
+  for (const auto& [capacity, data] : free_) std::free(data);
+}
+
+at::Tensor BatchMemoryPool::NewTensor(at::IntArrayRef sizes, at::ScalarType type, bool zero) {
+  constexpr size_t kAlignment = 64;  // as LibTorch's CPU allocator
+  size_t bytes = c10::elementSize(type);
+  for (int64_t size : sizes) bytes *= static_cast<size_t>(size);
+  void* data = nullptr;
+  size_t capacity = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.lower_bound(bytes);
+    if (it != free_.end() && it->first / 2 <= bytes) {
+      capacity = it->first;
+      data = it->second;
+      free_.erase(it);
+    }
+  }
+  if (data == nullptr) {
+    capacity = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    data = std::aligned_alloc(kAlignment, capacity);
+    if (data == nullptr) throw std::bad_alloc();
+  }
+  if (zero) std::memset(data, 0, bytes);
+  std::shared_ptr<BatchMemoryPool> self = shared_from_this();
+  return at::from_blob(
+      data, sizes, [self, capacity](void* p) { self->Release(p, capacity); },
+      at::TensorOptions().dtype(type));
+}
+
+void BatchMemoryPool::Release(void* data, size_t capacity) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (static_cast<int>(free_.size()) < max_free_buffers_) {
+      free_.emplace(capacity, data);
+      return;
+    }
+  }
+  std::free(data);
+}
+
+int BatchMemoryPool::free_buffers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int>(free_.size());
+}
 
 uint64_t SampleSeed(uint64_t seed, int64_t epoch, int64_t index) {
   return SplitMix64(SplitMix64(SplitMix64(seed) ^ static_cast<uint64_t>(epoch)) ^
@@ -85,7 +153,8 @@ absl::StatusOr<core::Sample> LoadSample(const core::Dataset& dataset,
   return sample;
 }
 
-absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples, bool pin_memory) {
+absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples, bool pin_memory,
+                                    BatchMemoryPool* pool) {
   if (samples.empty()) return absl::InvalidArgumentError("cannot collate an empty batch");
   int height = 0, width = 0;
   for (const core::Sample& s : samples) {
@@ -97,22 +166,48 @@ absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples, bool pin_
     width = std::max(width, s.image.cols);
   }
   const int64_t n = static_cast<int64_t>(samples.size());
+  // Whether some image or map is smaller than the batch, which is then zero-padded.
+  bool padded = false;
+  for (const core::Sample& s : samples) {
+    padded = padded || s.image.rows != height || s.image.cols != width;
+  }
+  // The maps are written through raw pointers (CopyMap): check what the tensors will hold.
+  for (const auto& [name, first] : samples.front().targets) {
+    for (int64_t i = 0; i < n; ++i) {
+      const core::Sample& s = samples[i];
+      auto it = s.targets.find(name);
+      if (it == s.targets.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(SampleName(s, i), ": target '", name, "' missing from this sample"));
+      }
+      const cv::Mat& map = it->second;
+      if (map.channels() != 1 || TargetType(map) != TargetType(first)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            SampleName(s, i), ": target '", name, "' has OpenCV type ", map.type(),
+            " where the batch's first sample has ", first.type(),
+            "; a target generator must make single-channel maps of one type"));
+      }
+      if (map.rows > height || map.cols > width) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            SampleName(s, i), ": target '", name, "' is ", map.cols, "x", map.rows,
+            ", larger than the batch's images (", width, "x", height, ")"));
+      }
+      padded = padded || map.rows != height || map.cols != width;
+    }
+  }
+  auto make = [&](at::IntArrayRef sizes, at::ScalarType type) {
+    if (pool != nullptr) return pool->NewTensor(sizes, type, /*zero=*/padded);
+    return padded ? at::zeros(sizes, type) : at::empty(sizes, type);
+  };
   core::Batch batch;
-  batch.images = at::zeros({n, 3, height, width}, at::kFloat);
+  batch.images = make({n, 3, height, width}, at::kFloat);
   for (const auto& [name, map] : samples.front().targets) {
-    batch.targets[name] = at::zeros({n, height, width}, at::kFloat);
+    batch.targets[name] = make({n, height, width}, TargetType(map));
   }
   for (int64_t i = 0; i < n; ++i) {
     core::Sample& s = samples[i];
     CopyImage(s.image, batch.images[i]);
-    for (auto& [name, tensor] : batch.targets) {
-      auto it = s.targets.find(name);
-      if (it == s.targets.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(s.image_path, ": target '", name, "' missing from this sample"));
-      }
-      CopyMap(it->second, tensor[i]);
-    }
+    for (auto& [name, tensor] : batch.targets) CopyMap(s.targets.at(name), tensor[i]);
     s.image.release();
     s.targets.clear();
   }
@@ -134,7 +229,11 @@ DataLoader::DataLoader(const core::Dataset& dataset,
     : dataset_(dataset),
       augmentations_(std::move(augmentations)),
       targets_(std::move(targets)),
-      options_(options) {}
+      options_(options),
+      // Enough for every tensor of the batches in flight (prefetched, being made, being
+      // consumed) with a few targets each.
+      memory_(std::make_shared<BatchMemoryPool>(
+          8 * (options.prefetch_batches + options.num_workers + 2))) {}
 
 DataLoader::~DataLoader() { StopWorkers(); }
 
@@ -188,7 +287,7 @@ absl::StatusOr<core::Batch> DataLoader::MakeBatch(int64_t batch_index) {
     return absl::DataLossError(absl::StrCat("every sample of batch ", batch_index, " was bad"));
   }
   try {
-    return Collate(std::move(samples), options_.pin_memory);
+    return Collate(std::move(samples), options_.pin_memory, memory_.get());
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("collating batch ", batch_index, ": ",
                                             e.what_without_backtrace()));

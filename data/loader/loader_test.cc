@@ -1,6 +1,7 @@
 #include "data/loader/loader.h"
 
 #include <random>
+#include <set>
 
 #include <ATen/ATen.h>
 
@@ -127,6 +128,8 @@ TEST(DataLoaderTest, CollatePadsAndConvertsToRgbUnitRange) {
   samples[1].image = cv::Mat(4, 2, CV_8UC3, cv::Scalar(0, 0, 0));
   samples[0].targets["m"] = cv::Mat(2, 3, CV_32F, cv::Scalar(0.5));
   samples[1].targets["m"] = cv::Mat(4, 2, CV_32F, cv::Scalar(1.0));
+  samples[0].targets["b"] = cv::Mat(2, 3, CV_8U, cv::Scalar(1));
+  samples[1].targets["b"] = cv::Mat(4, 2, CV_8U, cv::Scalar(3));
   auto batch = Collate(std::move(samples), false);
   ASSERT_TRUE(batch.ok()) << batch.status();
   EXPECT_EQ(batch->images.sizes(), (at::IntArrayRef{2, 3, 4, 3}));
@@ -137,7 +140,103 @@ TEST(DataLoaderTest, CollatePadsAndConvertsToRgbUnitRange) {
   EXPECT_FLOAT_EQ(batch->targets["m"][0][1][2].item<float>(), 0.5f);
   EXPECT_FLOAT_EQ(batch->targets["m"][0][3][2].item<float>(), 0.0f);
   EXPECT_FLOAT_EQ(batch->targets["m"][1][3][1].item<float>(), 1.0f);
+  EXPECT_EQ(batch->targets["m"].scalar_type(), at::kFloat);
+  // Byte maps stay bytes, padded with 0: 6 ones and 8 threes.
+  EXPECT_EQ(batch->targets["b"].scalar_type(), at::kByte);
+  EXPECT_EQ(batch->targets["b"].sizes(), (at::IntArrayRef{2, 4, 3}));
+  EXPECT_EQ(batch->targets["b"].sum().item<int64_t>(), 6 * 1 + 8 * 3);
+  EXPECT_EQ(batch->targets["b"][1][3][1].item<uint8_t>(), 3);
+  EXPECT_EQ(batch->targets["b"][1][3][2].item<uint8_t>(), 0);
   EXPECT_TRUE(batch->samples[0].image.empty());
+}
+
+// Without padding the tensors are not zero-initialised: every element must be written.
+TEST(DataLoaderTest, CollateOfEqualSizesWritesEveryElement) {
+  std::vector<core::Sample> samples(2);
+  cv::Mat normalized(3, 4, CV_32FC3);
+  cv::randu(normalized, -2.0, 2.0);
+  cv::Mat map(3, 4, CV_8U);
+  cv::randu(map, 0, 256);
+  for (core::Sample& s : samples) {
+    s.image = normalized;
+    s.targets["b"] = map;
+  }
+  auto batch = Collate(std::move(samples), false);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int c = 0; c < 3; ++c) {
+      for (int y = 0; y < 3; ++y) {
+        for (int x = 0; x < 4; ++x) {
+          ASSERT_EQ(batch->images[i][c][y][x].item<float>(), normalized.at<cv::Vec3f>(y, x)[c]);
+          ASSERT_EQ(batch->targets["b"][i][y][x].item<uint8_t>(), map.at<uchar>(y, x));
+        }
+      }
+    }
+  }
+}
+
+TEST(DataLoaderTest, CollateRejectsTargetsOfMixedTypesOrTooLarge) {
+  std::vector<core::Sample> samples(2);
+  samples[0].image_path = "a.jpg";
+  samples[1].image_path = "b.jpg";
+  for (core::Sample& s : samples) s.image = cv::Mat(4, 4, CV_8UC3, cv::Scalar(0, 0, 0));
+  samples[0].targets["t"] = cv::Mat(4, 4, CV_8U, cv::Scalar(1));
+  samples[1].targets["t"] = cv::Mat(4, 4, CV_32F, cv::Scalar(1));
+  auto mixed = Collate(samples, false);
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(mixed.status().message(), HasSubstr("b.jpg: target 't' has OpenCV type"));
+
+  samples[1].targets["t"] = cv::Mat(5, 4, CV_8U, cv::Scalar(1));
+  auto large = Collate(samples, false);
+  EXPECT_THAT(large.status().message(), HasSubstr("b.jpg: target 't' is 4x5, larger than"));
+}
+
+TEST(BatchMemoryPoolTest, ReusesFreedBuffersThatFitAndKeepsAtMostTheLimit) {
+  auto pool = std::make_shared<BatchMemoryPool>(/*max_free_buffers=*/2);
+  at::Tensor a = pool->NewTensor({10, 100}, at::kFloat, /*zero=*/true);
+  EXPECT_EQ(a.sum().item<float>(), 0.0f);
+  a.fill_(7.0f);
+  const void* a_data = a.data_ptr();
+  a.reset();
+  EXPECT_EQ(pool->free_buffers(), 1);
+  // 3000 bytes fit in a's 4000; zeroing is asked for and done.
+  at::Tensor b = pool->NewTensor({3000}, at::kByte, /*zero=*/true);
+  EXPECT_EQ(b.data_ptr(), a_data);
+  EXPECT_EQ(b.sum().item<int64_t>(), 0);
+  at::Tensor c = pool->NewTensor({2000}, at::kFloat, /*zero=*/false);  // nothing free: new
+  at::Tensor d = pool->NewTensor({10}, at::kFloat, /*zero=*/false);
+  EXPECT_NE(c.data_ptr(), b.data_ptr());
+  const void* d_data = d.data_ptr();
+  b.reset();
+  d.reset();
+  // 20 bytes would use less than half of d's 64: new memory.
+  at::Tensor e = pool->NewTensor({5}, at::kFloat, /*zero=*/false);
+  EXPECT_NE(e.data_ptr(), d_data);
+  c.reset();  // b's and d's buffers are kept; c's and e's, beyond the limit, are released
+  e.reset();
+  EXPECT_EQ(pool->free_buffers(), 2);
+  // A tensor keeps its pool alive.
+  at::Tensor f = pool->NewTensor({4}, at::kFloat, /*zero=*/true);
+  pool.reset();
+  f.fill_(1.0f);
+  EXPECT_EQ(f.sum().item<float>(), 4.0f);
+}
+
+TEST(DataLoaderTest, BatchMemoryIsReusedAcrossBatches) {
+  FakeDataset dataset(12);
+  LoaderOptions options;
+  options.batch_size = 3;
+  options.num_workers = 0;
+  DataLoader loader(dataset, {}, std::make_shared<FirstChannel>(), options);
+  loader.StartEpoch(0, Range(12));
+  std::set<const void*> pointers;
+  for (int b = 0; b < 4; ++b) {
+    auto batch = loader.Next();
+    ASSERT_TRUE(batch.ok() && batch->has_value());
+    pointers.insert((*batch)->images.data_ptr());
+    // Each batch is dropped here, so the next one can take its memory.
+  }
+  EXPECT_LT(pointers.size(), 4u);
 }
 
 TEST(DataLoaderTest, BadSampleFailsNamingItOrIsSkippedAndCounted) {

@@ -33,7 +33,10 @@ at::Tensor Target(const core::Batch& batch, const char* name, const at::Tensor& 
                   target.size(1) == like.size(1) && target.size(2) == like.size(2),
               "DBNet::Losses: target '", name, "' has shape ", target.sizes(),
               ", expected [N, H, W] = ", like.sizes(), " (the images' batch size and size)");
-  return target.to(like.device(), at::kFloat);
+  // The binary maps arrive as bytes (label_generator.h): moved first and converted on the
+  // model's device, so a host-to-GPU copy moves a quarter of the data (a single
+  // to(device, kFloat) would convert on the host).
+  return target.to(like.device()).to(at::kFloat);
 }
 
 }  // namespace

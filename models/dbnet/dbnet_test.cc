@@ -108,9 +108,11 @@ at::Tensor ImageTensor(const cv::Mat& image) {
       .clone();
 }
 
+// A map as a [1, H, W] tensor of its own element type, as the loader's Collate stacks it: the
+// binary maps stay bytes, so the loss must convert them.
 at::Tensor MapTensor(const cv::Mat& map) {
-  return at::from_blob(const_cast<float*>(map.ptr<float>()), {1, map.rows, map.cols}, at::kFloat)
-      .clone();
+  const at::ScalarType type = map.depth() == CV_8U ? at::kByte : at::kFloat;
+  return at::from_blob(const_cast<uchar*>(map.data), {1, map.rows, map.cols}, type).clone();
 }
 
 // One 32 x 32 sample with a bright rotated 28 x 16 text bar, its targets made by the model's

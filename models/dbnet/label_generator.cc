@@ -19,28 +19,51 @@
 namespace vision::models::dbnet {
 namespace {
 
-// A new height x width CV_32F map set to `value`. Initialising the four full-size maps is
-// most of the memory traffic of label generation (6.5 MB per 640 x 640 image, of which the
-// polygons then touch a small part), so it uses non-temporal stores where SSE is available:
-// they skip the read-for-ownership and the cache. Measured here: ~0.1 ms per 640 x 640 map,
-// against ~0.26 ms for a plain loop and more for cv::Mat's Scalar fill.
-cv::Mat FilledMap(int height, int width, float value) {
-  cv::Mat map(height, width, CV_32F);  // continuous, 64-byte aligned (cv::fastMalloc)
-  float* data = map.ptr<float>();
-  const size_t n = map.total();
+// A new height x width map of `type` (CV_8U or CV_32F) with every element `value`.
+// Initialising the full-size maps is most of the memory traffic of label generation (the
+// polygons then touch a small part), so it uses non-temporal stores where SSE2 is available:
+// they skip the read-for-ownership and the cache. Measured here: ~0.1 ms per 640 x 640 float
+// map, against ~0.26 ms for a plain loop and more for cv::Mat's Scalar fill.
+cv::Mat FilledMap(int height, int width, int type, float value) {
+  cv::Mat map(height, width, type);  // continuous, 64-byte aligned (cv::fastMalloc)
+  uchar* data = map.data;
+  const size_t bytes = map.total() * map.elemSize();
   size_t i = 0;
 #ifdef __SSE2__
   if (reinterpret_cast<uintptr_t>(data) % 16 == 0) {
-    const __m128 v = _mm_set1_ps(value);
-    for (; i + 4 <= n; i += 4) _mm_stream_ps(data + i, v);
+    const __m128i v = type == CV_8U ? _mm_set1_epi8(static_cast<char>(value))
+                                    : _mm_castps_si128(_mm_set1_ps(value));
+    for (; i + 16 <= bytes; i += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(data + i), v);
     _mm_sfence();
   }
 #endif
-  std::fill(data + i, data + n, value);
+  if (type == CV_8U) {
+    std::fill(data + i, data + bytes, static_cast<uchar>(value));
+  } else {
+    std::fill(reinterpret_cast<float*>(data + i), reinterpret_cast<float*>(data + bytes), value);
+  }
   return map;
 }
 
+// cv::fillPoly of one polygon given in fixed point, without the vector-of-vectors that the
+// InputArrayOfArrays overload needs.
+void FillFixed(const std::vector<cv::Point>& points, double value, cv::Mat* map) {
+  const cv::Point* data = points.data();
+  const int count = static_cast<int>(points.size());
+  cv::fillPoly(*map, &data, &count, 1, cv::Scalar(value), cv::LINE_8, kFixedPointShift);
+}
+
 constexpr int kPrefetchRows = 2;
+
+// The distance loops below are most of the per-polygon time. target_clones builds them twice,
+// for AVX2 (8 floats a vector) and for the baseline (SSE2, 4), and picks one when the program
+// loads, so the binary still runs on any x86-64; the results are identical (the same IEEE
+// operations per element, no FMA). Measured here: ~1600 -> ~1750 images/s.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define VISION_DBNET_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
+#else
+#define VISION_DBNET_AVX2_CLONE
+#endif
 
 // One polygon edge from a to a + d, with 1 / |d|^2 (0 for a degenerate edge, which then
 // measures the distance to a) and its y extent; [x0, x1] is scratch for the current row.
@@ -49,17 +72,20 @@ struct Edge {
   int x0, x1;
 };
 
-// Raises thresh_map to thresh_min + range * (1 - min(d / D, 1)) and sets thresh_mask where
-// d <= D, d the distance to the polygon's nearest edge. `edges`, `active` and `row_d2` are
-// scratch.
+// Raises thresh_map (CV_32F) to thresh_min + range * (1 - min(d / D, 1)) and sets
+// thresh_mask (CV_8U) to 1 where d <= D, d the distance to the polygon's nearest edge, and
+// inside the polygon (`fixed`: its points in fixed point). `edges`, `active` and `row_d2`
+// are scratch.
 //
 // Only pixels that can be within D of an edge are visited: on row y an edge matters only
 // through its part with y' in [y - D, y + D] (the nearest point is no further in y), so each
 // edge is measured only over the x extent of that part grown by D, and the row is finished
 // over the union of those spans. For slanted or long text this is a fraction of the
 // bounding box.
-void DrawBorder(const core::Polygon& polygon, double shrink_distance, float thresh_min,
-                float thresh_range, cv::Mat* thresh_map, cv::Mat* thresh_mask,
+VISION_DBNET_AVX2_CLONE
+void DrawBorder(const core::Polygon& polygon, const std::vector<cv::Point>& fixed,
+                double shrink_distance, float thresh_min, float thresh_range, cv::Mat* thresh_map,
+                cv::Mat* thresh_mask,
                 std::vector<Edge>* edges, std::vector<Edge>* active, std::vector<float>* row_d2) {
   const float distance = static_cast<float>(shrink_distance);
   float min_y = polygon[0].y, max_y = polygon[0].y;
@@ -81,8 +107,7 @@ void DrawBorder(const core::Polygon& polygon, double shrink_distance, float thre
   if (y0 > y1) return;
 
   // The interior: far from every edge but inside the dilated region all the same.
-  cv::fillPoly(*thresh_mask, std::vector<std::vector<cv::Point>>{ToFixedPoint(polygon)},
-               cv::Scalar(1.0), cv::LINE_8, kFixedPointShift);
+  FillFixed(fixed, 1.0, thresh_mask);
 
   row_d2->resize(width);
   const float distance2 = distance * distance;
@@ -119,9 +144,11 @@ void DrawBorder(const core::Polygon& polygon, double shrink_distance, float thre
       const auto* map_ahead =
           reinterpret_cast<const char*>(thresh_map->ptr<float>(y + kPrefetchRows) + x0);
       const auto* mask_ahead =
-          reinterpret_cast<const char*>(thresh_mask->ptr<float>(y + kPrefetchRows) + x0);
+          reinterpret_cast<const char*>(thresh_mask->ptr<uchar>(y + kPrefetchRows) + x0);
       for (int offset = 0; offset < count * static_cast<int>(sizeof(float)); offset += 64) {
         _mm_prefetch(map_ahead + offset, _MM_HINT_T0);
+      }
+      for (int offset = 0; offset < count; offset += 64) {
         _mm_prefetch(mask_ahead + offset, _MM_HINT_T0);
       }
     }
@@ -147,13 +174,13 @@ void DrawBorder(const core::Polygon& polygon, double shrink_distance, float thre
       }
     }
     float* map_row = thresh_map->ptr<float>(y) + x0;
-    float* mask_row = thresh_mask->ptr<float>(y) + x0;
+    uchar* mask_row = thresh_mask->ptr<uchar>(y) + x0;
     for (int i = 0; i < count; ++i) {
       float closeness = 1.0f - std::sqrt(d2[i]) * inv_distance;  // <= 0 beyond D
       closeness = closeness > 0.0f ? closeness : 0.0f;
       const float value = thresh_min + thresh_range * closeness;
       map_row[i] = value > map_row[i] ? value : map_row[i];
-      mask_row[i] = d2[i] <= distance2 ? 1.0f : mask_row[i];
+      mask_row[i] = d2[i] <= distance2 ? 1 : mask_row[i];
     }
   }
 }
@@ -176,17 +203,16 @@ absl::Status DBTargetGenerator::Generate(core::Sample* sample) const {
         "': the image is empty; targets are made at the image's size, so the loader must run "
         "the generator after decoding and augmentation"));
   }
-  cv::Mat gt = FilledMap(height, width, 0.0f);
-  cv::Mat mask = FilledMap(height, width, 1.0f);
-  cv::Mat thresh_map = FilledMap(height, width, options_.thresh_min);
-  cv::Mat thresh_mask = FilledMap(height, width, 0.0f);
+  cv::Mat gt = FilledMap(height, width, CV_8U, 0.0f);
+  cv::Mat mask = FilledMap(height, width, CV_8U, 1.0f);
+  cv::Mat thresh_map = FilledMap(height, width, CV_32F, options_.thresh_min);
+  cv::Mat thresh_mask = FilledMap(height, width, CV_8U, 0.0f);
   const float thresh_range = options_.thresh_max - options_.thresh_min;
 
   std::vector<Edge> edges;
   std::vector<Edge> active;
   std::vector<float> row_d2;
   core::Polygon polygon;
-  std::vector<std::vector<cv::Point>> to_fill(1);
   for (size_t t = 0; t < sample->texts.size(); ++t) {
     const core::TextInstance& text = sample->texts[t];
     if (text.polygon.size() < 3) {
@@ -217,13 +243,13 @@ absl::Status DBTargetGenerator::Generate(core::Sample* sample) const {
         cv::fillPoly(gt, shrunk, cv::Scalar(1.0), cv::LINE_8, kFixedPointShift);
       }
     }
+    const std::vector<cv::Point> fixed = ToFixedPoint(polygon);
     if (ignore) {
-      to_fill[0] = ToFixedPoint(polygon);
-      cv::fillPoly(mask, to_fill, cv::Scalar(0.0), cv::LINE_8, kFixedPointShift);
+      FillFixed(fixed, 0.0, &mask);
       continue;
     }
-    DrawBorder(polygon, distance, options_.thresh_min, thresh_range, &thresh_map, &thresh_mask,
-               &edges, &active, &row_d2);
+    DrawBorder(polygon, fixed, distance, options_.thresh_min, thresh_range, &thresh_map,
+               &thresh_mask, &edges, &active, &row_d2);
   }
   sample->targets[kGtTarget] = gt;
   sample->targets[kMaskTarget] = mask;

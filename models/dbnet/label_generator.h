@@ -1,11 +1,16 @@
 // DBNet's training targets, made on the data side (core::TargetGenerator) after augmentation.
 //
-// For an image of H x W pixels it fills Sample::targets with four H x W CV_32F maps:
-//   "gt"          1 inside each text polygon shrunk by D = A (1 - r^2) / L, else 0;
-//   "mask"        0 over don't-care and too small polygons (they count neither way), else 1;
-//   "thresh_map"  thresh_min + (thresh_max - thresh_min) * max_p (1 - min(d_p / D_p, 1)),
+// For an image of H x W pixels it fills Sample::targets with four H x W maps:
+//   "gt"          CV_8U, 1 inside each text polygon shrunk by D = A (1 - r^2) / L, else 0;
+//   "mask"        CV_8U, 0 over don't-care and too small polygons (they count neither way),
+//                 else 1;
+//   "thresh_map"  CV_32F, thresh_min + (thresh_max - thresh_min) * max_p (1 - min(d_p / D_p, 1)),
 //                 d_p the distance to the nearest edge of polygon p (MhLiao/DB's border map);
-//   "thresh_mask" 1 inside each polygon dilated by its D (where the threshold loss applies).
+//   "thresh_mask" CV_8U, 1 inside each polygon dilated by its D (where the threshold loss
+//                 applies), else 0.
+// The three binary maps are bytes, as the reference implementations keep them (mmocr's
+// gt_shrink and thresh_mask are uint8): a quarter of the memory to initialise, collate and
+// copy to the device, where the loss converts them to float (dbnet.cc).
 //
 // Regions are rasterised by cv::fillPoly (boundary pixels included) at sub-pixel vertex
 // positions, i.e. vertices are rounded to the nearest pixel where the reference truncates.
@@ -20,9 +25,10 @@
 //    pass as the distances, which saves a Clipper call per polygon).
 // Speed (see label_generation_benchmark): distances are computed only where a pixel can be
 // within D of an edge (a span per row of the polygon's dilated bounding box, from the edges
-// that reach that row), in vectorised row loops over a reused buffer; the
-// [0, 1] -> [thresh_min, thresh_max] scaling is folded into the per-polygon maximum; the
-// four maps are initialised with non-temporal stores.
+// that reach that row), in vectorised row loops over a reused buffer (AVX2 where the CPU has
+// it); the [0, 1] -> [thresh_min, thresh_max] scaling is folded into the per-polygon
+// maximum; the four maps are initialised with non-temporal stores, and three of them are
+// bytes.
 #ifndef VISION_MODELS_DBNET_LABEL_GENERATOR_H_
 #define VISION_MODELS_DBNET_LABEL_GENERATOR_H_
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <opencv2/core.hpp>
@@ -34,8 +35,11 @@ core::TextInstance Text(core::Polygon polygon, bool ignore = false) {
   return text;
 }
 
+// A map value as a float: "thresh_map" is CV_32F, the others CV_8U (checked in
+// AxisAlignedSquare).
 float At(const core::Sample& sample, const char* name, int x, int y) {
-  return sample.targets.at(name).at<float>(y, x);
+  const cv::Mat& map = sample.targets.at(name);
+  return map.depth() == CV_8U ? map.at<uchar>(y, x) : map.at<float>(y, x);
 }
 
 // Threshold-map value at distance d from the nearest edge of a polygon with offset D.
@@ -58,7 +62,9 @@ TEST(LabelGeneratorTest, AxisAlignedSquare) {
   ASSERT_TRUE(DBTargetGenerator(LabelGeneratorOptions()).Generate(&sample).ok());
   for (const char* name : {kGtTarget, kMaskTarget, kThreshMapTarget, kThreshMaskTarget}) {
     ASSERT_EQ(sample.targets.count(name), 1u) << name;
-    EXPECT_EQ(sample.targets.at(name).type(), CV_32F) << name;
+    EXPECT_EQ(sample.targets.at(name).type(),
+              std::string(name) == kThreshMapTarget ? CV_32F : CV_8U)
+        << name;
     EXPECT_EQ(sample.targets.at(name).size(), cv::Size(64, 64)) << name;
   }
 
@@ -134,12 +140,12 @@ TEST(LabelGeneratorTest, DontCareAndTooSmallPolygonsOnlyClearTheMask) {
   core::Sample sample = MakeSample(64, 64, {Text(dont_care, /*ignore=*/true), Text(thin)});
   ASSERT_TRUE(DBTargetGenerator(LabelGeneratorOptions()).Generate(&sample).ok());
   const cv::Mat& mask = sample.targets.at(kMaskTarget);
-  EXPECT_EQ(mask.at<float>(15, 15), 0.0f);
-  EXPECT_EQ(mask.at<float>(5, 5), 0.0f);
-  EXPECT_EQ(mask.at<float>(42, 50), 0.0f);
-  EXPECT_EQ(mask.at<float>(30, 30), 1.0f);
-  EXPECT_EQ(mask.at<float>(3, 3), 1.0f);
-  EXPECT_EQ(mask.at<float>(47, 50), 1.0f);
+  EXPECT_EQ(mask.at<uchar>(15, 15), 0);
+  EXPECT_EQ(mask.at<uchar>(5, 5), 0);
+  EXPECT_EQ(mask.at<uchar>(42, 50), 0);
+  EXPECT_EQ(mask.at<uchar>(30, 30), 1);
+  EXPECT_EQ(mask.at<uchar>(3, 3), 1);
+  EXPECT_EQ(mask.at<uchar>(47, 50), 1);
   // Both regions filled, boundaries included: 21 x 21 + 21 x 6 pixels.
   EXPECT_EQ(cv::sum(mask)[0], 64 * 64 - 21 * 21 - 21 * 6);
   EXPECT_EQ(cv::countNonZero(sample.targets.at(kGtTarget)), 0);
