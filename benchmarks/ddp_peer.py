@@ -33,9 +33,9 @@ class BenchNet(nn.Module):
         return self.fc(h.mean(dim=(2, 3)))
 
 
-def run(rank, world, name, args, port, results):
+def run(rank, world, name, args, port, results, master_addr="127.0.0.1", standalone=False):
     torch.set_num_threads(args.threads)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = master_addr
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(7 + rank)
@@ -61,7 +61,15 @@ def run(rank, world, name, args, port, results):
     ms = (time.perf_counter() - start) * 1000 / args.steps
     if rank == 0:
         results.put(ms)
-    dist.destroy_process_group()
+    if standalone:
+        dist.destroy_process_group()
+        return
+    # A spawned worker leaves without running destructors: LibTorch 1.13's DDP teardown can
+    # deadlock (~Reducer joins a Gloo thread that waits for the GIL), which once hung a run here.
+    dist.barrier()
+    results.close()
+    results.join_thread()
+    os._exit(0)
 
 
 def main():
@@ -73,12 +81,31 @@ def main():
     parser.add_argument("--bucket_cap_mb", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--configs", default="none,ddp,ddp_fp16")
+    # One rank of a job started separately (one per network namespace, say); the network
+    # interface comes from GLOO_SOCKET_IFNAME as in any PyTorch job.
+    parser.add_argument("--rank", type=int, default=-1)
+    parser.add_argument("--world", type=int, default=2)
+    parser.add_argument("--master_addr", default="127.0.0.1")
+    parser.add_argument("--master_port", type=int, default=29700)
     args = parser.parse_args()
+    configs = [c for c in args.configs.split(",") if c]
+    if args.rank >= 0:
+        port = args.master_port
+        for _ in range(args.repeats):
+            for name in configs:
+                results = mp.get_context("spawn").Queue()
+                run(args.rank, args.world, name, args, port, results, args.master_addr,
+                    standalone=True)
+                port += 1
+                if args.rank == 0:
+                    print(f"{name:<14} world {args.world} {results.get():9.1f} ms/step", flush=True)
+        return
     ctx = mp.get_context("spawn")
     port = 29700
     for _ in range(args.repeats):
         for world in (1, 2):
-            for name in ("none", "ddp", "ddp_fp16"):
+            for name in configs:
                 port += 1
                 results = ctx.Queue()
                 procs = [ctx.Process(target=run, args=(r, world, name, args, port, results))

@@ -32,6 +32,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "distributed/process_group/multiprocess_testing.h"
 #include "distributed/process_group/process_group.h"
 #include "distributed/strategies/strategies.h"
@@ -42,6 +43,15 @@ ABSL_FLAG(int, batch, 8, "images per rank and step");
 ABSL_FLAG(int, image_size, 32, "square input size");
 ABSL_FLAG(double, bucket_cap_mb, 1.0, "bucket capacity of the bucketed strategies");
 ABSL_FLAG(int, threads, 1, "intra-op threads per rank");
+ABSL_FLAG(std::string, configs, "none,collectives,allreduce,bucketed,fp16_compress,bf16_compress",
+          "comma-separated configurations to time");
+ABSL_FLAG(int, rank, -1,
+          "-1: fork every rank here, on loopback. >= 0: be this one rank of --world ranks, "
+          "started separately (e.g. one per network namespace), rendezvous at --master_addr");
+ABSL_FLAG(int, world, 2, "with --rank: the number of ranks");
+ABSL_FLAG(std::string, master_addr, "127.0.0.1", "with --rank: rank 0's address");
+ABSL_FLAG(int, master_port, 29600,
+          "with --rank: the first of consecutive ports, one per configuration and repeat");
 ABSL_FLAG(int, repeats, 1,
           "sweeps over all configurations; interleaving repeats spreads drifting machine load "
           "over all of them (take the median per line)");
@@ -151,11 +161,14 @@ absl::StatusOr<std::vector<at::Tensor>> BucketBuffers(BenchNet& net,
   return buffers;
 }
 
-absl::Status RunRank(const std::string& name, int rank, int world, int port) {
+absl::Status RunRank(const std::string& name, int rank, int world, int port,
+                     const std::string& master_addr = "127.0.0.1") {
   at::set_num_threads(absl::GetFlag(FLAGS_threads));
   process_group::ProcessGroupOptions options;
   options.rank = rank;
   options.world_size = world;
+  options.master_addr = master_addr;
+  options.multi_node = master_addr != "127.0.0.1";
   options.master_port = port;
   options.timeout = std::chrono::seconds(60);
   auto group = process_group::CreateProcessGroup(options);
@@ -177,6 +190,9 @@ absl::Status RunRank(const std::string& name, int rank, int world, int port) {
   const int warmup = absl::GetFlag(FLAGS_warmup);
   const int steps = absl::GetFlag(FLAGS_steps);
   std::chrono::steady_clock::time_point start;
+  // Where a step's time goes: forward, backward (with any communication it launches), and
+  // the wait for communication after backward.
+  double forward_ms = 0, backward_ms = 0, wait_ms = 0;
   for (int step = 0; step < warmup + steps; ++step) {
     if (step == warmup) {
       // Start the clock together.
@@ -184,10 +200,19 @@ absl::Status RunRank(const std::string& name, int rank, int world, int port) {
       (*group)->allreduce(token)->wait();
       start = std::chrono::steady_clock::now();
     }
+    const auto t0 = std::chrono::steady_clock::now();
     at::Tensor loss = (net.forward(inputs) - targets).pow(2).mean();
     comm->before_backward();
+    const auto t1 = std::chrono::steady_clock::now();
     loss.backward();
+    const auto t2 = std::chrono::steady_clock::now();
     if (auto s = comm->after_backward(); !s.ok()) return s;
+    const auto t3 = std::chrono::steady_clock::now();
+    if (step >= warmup) {
+      forward_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+      backward_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
+      wait_ms += std::chrono::duration<double, std::milli>(t3 - t2).count();
+    }
     at::NoGradGuard no_grad;
     for (at::Tensor& p : net.parameters()) {
       p.sub_(p.grad(), 0.01);
@@ -202,7 +227,9 @@ absl::Status RunRank(const std::string& name, int rank, int world, int port) {
   if (rank == 0) {
     std::cout << std::left << std::setw(14) << name << " world " << world << std::right
               << std::fixed << std::setprecision(1) << std::setw(9) << ms << " ms/step"
-              << "   checksum " << std::setprecision(6) << checksum << std::endl;
+              << "   checksum " << std::setprecision(6) << checksum << std::setprecision(1)
+              << "   forward " << forward_ms / steps << " backward " << backward_ms / steps
+              << " wait " << wait_ms / steps << std::endl;
   }
   return absl::OkStatus();
 }
@@ -212,12 +239,28 @@ int Main() {
             << absl::GetFlag(FLAGS_image_size) << "^2 per rank, " << absl::GetFlag(FLAGS_threads)
             << " thread(s) per rank, bucket cap " << absl::GetFlag(FLAGS_bucket_cap_mb) << " MiB, "
             << absl::GetFlag(FLAGS_steps) << " timed steps" << std::endl;
+  const std::vector<std::string> configs =
+      absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipEmpty());
   int failures = 0;
+  if (const int rank = absl::GetFlag(FLAGS_rank); rank >= 0) {
+    // One rank of a job whose other ranks run elsewhere: every rank walks the same list.
+    const int world = absl::GetFlag(FLAGS_world);
+    int port = absl::GetFlag(FLAGS_master_port);
+    for (int repeat = 0; repeat < absl::GetFlag(FLAGS_repeats); ++repeat) {
+      for (const std::string& name : configs) {
+        const absl::Status status =
+            RunRank(name, rank, world, port++, absl::GetFlag(FLAGS_master_addr));
+        if (status.ok()) continue;
+        std::cerr << name << " world " << world << " rank " << rank << ": " << status << "\n";
+        ++failures;
+      }
+    }
+    return failures == 0 ? 0 : 1;
+  }
   for (int repeat = 0; repeat < absl::GetFlag(FLAGS_repeats); ++repeat) {
     for (int world : {1, 2}) {
-      for (const char* name :
-           {"none", "collectives", "allreduce", "bucketed", "fp16_compress", "bf16_compress"}) {
-        if (world == 1 && std::string(name) == "collectives") continue;
+      for (const std::string& name : configs) {
+        if (world == 1 && name == "collectives") continue;
         const int port = process_group::PickFreePort();
         const std::vector<absl::Status> statuses = process_group::RunRanks(
             world, absl::Minutes(10), [&](int rank) { return RunRank(name, rank, world, port); });
