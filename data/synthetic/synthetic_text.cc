@@ -12,6 +12,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "data/synthetic/dataset_files.h"
 #include "data/synthetic/seeded_random.h"
 
 namespace vision::data::synthetic {
@@ -312,30 +313,6 @@ bool DrawWord(SeededRandom& rng, const SyntheticTextOptions& options, cv::Mat& i
   return false;
 }
 
-absl::Status WriteFile(const fs::path& path, const char* data, size_t size) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file.write(data, static_cast<std::streamsize>(size));
-  file.close();
-  if (!file) return absl::UnavailableError(absl::StrCat(path.string(), ": write failed"));
-  return absl::OkStatus();
-}
-
-absl::Status PrepareDirectory(const fs::path& dir) {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create '", dir.string(), "': ", error.message()));
-  }
-  if (!fs::is_empty(dir, error) || error) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "'", dir.string(),
-        "' already holds files; write the synthetic dataset into a new or empty directory so "
-        "that no image of an earlier run is mixed in"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status ValidateOptions(const SyntheticDatasetOptions& options) {
@@ -417,8 +394,8 @@ absl::Status WriteSyntheticDataset(const SyntheticDatasetOptions& options,
   for (const SplitDirs& split : splits) {
     const fs::path image_dir = fs::path(output_dir) / split.images;
     const fs::path gt_dir = fs::path(output_dir) / split.ground_truth;
-    if (absl::Status status = PrepareDirectory(image_dir); !status.ok()) return status;
-    if (absl::Status status = PrepareDirectory(gt_dir); !status.ok()) return status;
+    if (absl::Status status = PrepareEmptyDirectory(image_dir); !status.ok()) return status;
+    if (absl::Status status = PrepareEmptyDirectory(gt_dir); !status.ok()) return status;
     for (int i = 0; i < split.count; ++i) {
       const SyntheticImage sample =
           RenderSyntheticImage(options.image, ImageSeed(options.seed, split.split, i));
@@ -427,13 +404,13 @@ absl::Status WriteSyntheticDataset(const SyntheticDatasetOptions& options,
         return absl::InternalError(absl::StrCat("JPEG encoding of image ", i + 1, " failed"));
       }
       const std::string stem = absl::StrCat("img_", i + 1);
-      if (absl::Status status = WriteFile(image_dir / (stem + ".jpg"),
-                                          reinterpret_cast<const char*>(jpeg.data()), jpeg.size());
+      if (absl::Status status = WriteWholeFile(image_dir / (stem + ".jpg"), jpeg.data(), jpeg.size());
           !status.ok()) {
         return status;
       }
       const std::string gt = FormatIcdarGroundTruth(sample.texts);
-      if (absl::Status status = WriteFile(gt_dir / ("gt_" + stem + ".txt"), gt.data(), gt.size());
+      if (absl::Status status =
+              WriteWholeFile(gt_dir / ("gt_" + stem + ".txt"), gt.data(), gt.size());
           !status.ok()) {
         return status;
       }

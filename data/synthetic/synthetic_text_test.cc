@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/sample.h"
 #include "data/datasets/icdar2015/icdar2015_dataset.h"
+#include "data/synthetic/testing/file_tree.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -26,29 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string FreshDir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  return dir.string();
-}
-
-std::string ReadBytes(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
-  return bytes.str();
-}
-
-// Relative path -> contents of every file under `root`.
-std::vector<std::pair<std::string, std::string>> ReadTree(const std::string& root) {
-  std::vector<std::pair<std::string, std::string>> files;
-  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root)) {
-    if (!entry.is_regular_file()) continue;
-    files.emplace_back(fs::relative(entry.path(), root).string(), ReadBytes(entry.path()));
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
+using ::vision::data::synthetic::file_tree::FreshDir;
+using ::vision::data::synthetic::file_tree::ReadTree;
 
 SyntheticDatasetOptions SmallDataset(uint64_t seed) {
   SyntheticDatasetOptions options;

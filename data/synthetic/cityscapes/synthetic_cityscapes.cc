@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/datasets/cityscapes/cityscapes_labels.h"
+#include "data/synthetic/dataset_files.h"
 #include "data/synthetic/seeded_random.h"
 
 namespace vision::data::synthetic::cityscapes {
@@ -489,43 +490,12 @@ void DrawEgoVehicleAndBorder(SeededRandom& rng, Canvas& canvas) {
   }
 }
 
-absl::Status WriteFile(const fs::path& path, const std::vector<uchar>& bytes) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file.write(reinterpret_cast<const char*>(bytes.data()),
-             static_cast<std::streamsize>(bytes.size()));
-  file.close();
-  if (!file) return absl::UnavailableError(absl::StrCat(path.string(), ": write failed"));
-  return absl::OkStatus();
-}
-
 absl::Status WritePng(const fs::path& path, const cv::Mat& mat) {
   std::vector<uchar> png;
   if (!cv::imencode(".png", mat, png, {cv::IMWRITE_PNG_COMPRESSION, kPngCompression})) {
     return absl::InternalError(absl::StrCat(path.string(), ": PNG encoding failed"));
   }
-  return WriteFile(path, png);
-}
-
-absl::Status CreateDirectory(const fs::path& dir) {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create '", dir.string(), "': ", error.message()));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status PrepareSplitDirectory(const fs::path& dir) {
-  if (absl::Status status = CreateDirectory(dir); !status.ok()) return status;
-  std::error_code error;
-  if (!fs::is_empty(dir, error) || error) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "'", dir.string(),
-        "' already holds files; write the synthetic dataset into a new or empty directory so "
-        "that no image of an earlier run is mixed in"));
-  }
-  return absl::OkStatus();
+  return WriteWholeFile(path, png.data(), png.size());
 }
 
 }  // namespace
@@ -602,14 +572,14 @@ absl::Status WriteSyntheticCityscapes(const SyntheticCityscapesOptions& options,
     const char* split_name = split == Split::kTrain ? "train" : "val";
     const fs::path image_dir = fs::path(output_dir) / "leftImg8bit" / split_name;
     const fs::path label_dir = fs::path(output_dir) / "gtFine" / split_name;
-    if (absl::Status status = PrepareSplitDirectory(image_dir); !status.ok()) return status;
-    if (absl::Status status = PrepareSplitDirectory(label_dir); !status.ok()) return status;
+    if (absl::Status status = PrepareEmptyDirectory(image_dir); !status.ok()) return status;
+    if (absl::Status status = PrepareEmptyDirectory(label_dir); !status.ok()) return status;
     for (int i = 0; i < count; ++i) {
       // Contiguous blocks in city order: image i belongs to city floor(i * num_cities / count).
       const std::string city =
           CityName(split, static_cast<int>(int64_t{i} * options.num_cities / count));
-      if (absl::Status status = CreateDirectory(image_dir / city); !status.ok()) return status;
-      if (absl::Status status = CreateDirectory(label_dir / city); !status.ok()) return status;
+      if (absl::Status status = CreateDirectories(image_dir / city); !status.ok()) return status;
+      if (absl::Status status = CreateDirectories(label_dir / city); !status.ok()) return status;
       const std::string stem = absl::StrFormat("%s_000000_%06d", city, i);
       const StreetScene scene =
           RenderStreetScene(options.width, options.height, ImageSeed(options.seed, split, i));

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "data/augmentations/rle.h"
 #include "data/datasets/coco/coco_rle.h"
+#include "data/synthetic/dataset_files.h"
 #include "data/synthetic/seeded_random.h"
 
 namespace vision::data::synthetic::coco {
@@ -333,36 +334,6 @@ OrderedJson AnnotationJson(const SyntheticObject& object, int64_t id, int64_t im
   return annotation;
 }
 
-absl::Status WriteFile(const fs::path& path, const char* data, size_t size) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file.write(data, static_cast<std::streamsize>(size));
-  file.close();
-  if (!file) return absl::UnavailableError(absl::StrCat(path.string(), ": write failed"));
-  return absl::OkStatus();
-}
-
-absl::Status CreateDirectory(const fs::path& dir) {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create '", dir.string(), "': ", error.message()));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status PrepareImageDirectory(const fs::path& dir) {
-  if (absl::Status status = CreateDirectory(dir); !status.ok()) return status;
-  std::error_code error;
-  if (!fs::is_empty(dir, error) || error) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "'", dir.string(),
-        "' already holds files; write the synthetic dataset into a new or empty directory so "
-        "that no image of an earlier run is mixed in"));
-  }
-  return absl::OkStatus();
-}
-
 // The instances JSON with one image or annotation per line: diffable, and its bytes depend
 // only on the content.
 std::string FormatInstancesJson(const std::vector<OrderedJson>& images,
@@ -486,7 +457,7 @@ absl::Status WriteSyntheticCocoDataset(const SyntheticCocoDatasetOptions& option
   const SplitLayout splits[] = {{Split::kTrain, options.num_train, "train"},
                                 {Split::kVal, options.num_val, "val"}};
   const fs::path annotation_dir = fs::path(output_dir) / "annotations";
-  if (absl::Status status = CreateDirectory(annotation_dir); !status.ok()) return status;
+  if (absl::Status status = CreateDirectories(annotation_dir); !status.ok()) return status;
   const std::vector<int> jpeg_params = {cv::IMWRITE_JPEG_QUALITY, options.jpeg_quality};
   for (const SplitLayout& split : splits) {
     const fs::path image_dir = fs::path(output_dir) / absl::StrCat(split.name, "2017");
@@ -497,7 +468,7 @@ absl::Status WriteSyntheticCocoDataset(const SyntheticCocoDatasetOptions& option
           "'", json_path.string(),
           "' already exists; write the synthetic dataset into a new or empty directory"));
     }
-    if (absl::Status status = PrepareImageDirectory(image_dir); !status.ok()) return status;
+    if (absl::Status status = PrepareEmptyDirectory(image_dir); !status.ok()) return status;
     std::vector<OrderedJson> images;
     std::vector<OrderedJson> annotations;
     for (int i = 0; i < split.count; ++i) {
@@ -509,8 +480,7 @@ absl::Status WriteSyntheticCocoDataset(const SyntheticCocoDatasetOptions& option
       if (!cv::imencode(".jpg", sample.image, jpeg, jpeg_params)) {
         return absl::InternalError(absl::StrCat("JPEG encoding of ", file_name, " failed"));
       }
-      if (absl::Status status = WriteFile(image_dir / file_name,
-                                          reinterpret_cast<const char*>(jpeg.data()), jpeg.size());
+      if (absl::Status status = WriteWholeFile(image_dir / file_name, jpeg.data(), jpeg.size());
           !status.ok()) {
         return status;
       }
@@ -526,7 +496,7 @@ absl::Status WriteSyntheticCocoDataset(const SyntheticCocoDatasetOptions& option
       }
     }
     const std::string json = FormatInstancesJson(images, annotations, options.seed, split.name);
-    if (absl::Status status = WriteFile(json_path, json.data(), json.size()); !status.ok()) {
+    if (absl::Status status = WriteWholeFile(json_path, json.data(), json.size()); !status.ok()) {
       return status;
     }
   }

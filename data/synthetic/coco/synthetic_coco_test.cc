@@ -20,6 +20,7 @@
 #include "data/augmentations/rle.h"
 #include "data/datasets/coco/coco.pb.h"
 #include "data/datasets/coco/coco_dataset.h"
+#include "data/synthetic/testing/file_tree.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -30,29 +31,9 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string FreshDir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  return dir.string();
-}
-
-std::string ReadBytes(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
-  return bytes.str();
-}
-
-// Relative path -> contents of every file under `root`.
-std::vector<std::pair<std::string, std::string>> ReadTree(const std::string& root) {
-  std::vector<std::pair<std::string, std::string>> files;
-  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root)) {
-    if (!entry.is_regular_file()) continue;
-    files.emplace_back(fs::relative(entry.path(), root).string(), ReadBytes(entry.path()));
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
+using ::vision::data::synthetic::file_tree::FreshDir;
+using ::vision::data::synthetic::file_tree::ReadBytes;
+using ::vision::data::synthetic::file_tree::ReadTree;
 
 SyntheticCocoDatasetOptions SmallDataset(uint64_t seed) {
   SyntheticCocoDatasetOptions options;
