@@ -15,7 +15,9 @@ namespace vision::core {
 struct Batch {
   // [N, 3, H, W] float, normalised.
   at::Tensor images;
-  // Stacked per-sample targets (Sample::targets), [N, H, W] each.
+  // Stacked per-sample targets (Sample::targets), [N, H, W] each, in the maps' element type:
+  // uint8 for 8-bit maps (binary masks: a quarter of the bytes to move to the device; the
+  // model converts them there), float otherwise.
   std::map<std::string, at::Tensor> targets;
   // The samples' annotations (images released), for losses that need lists and for evaluation.
   std::vector<Sample> samples;
