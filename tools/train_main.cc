@@ -23,6 +23,7 @@
 #include "core/status_macros.h"
 #include "distributed/env/distributed_env.h"
 #include "distributed/runtime/runtime.h"
+#include "engine/host_memory.h"
 #include "engine/trainer.h"
 #include "tools/flags_util.h"
 
@@ -33,6 +34,10 @@ ABSL_FLAG(bool, dry_run, false,
 ABSL_FLAG(bool, list_plugins, false, "Print the registered plugins of every family and exit.");
 ABSL_FLAG(bool, allow_config_mismatch, false,
           "Resume from a checkpoint written with a different config.");
+ABSL_FLAG(bool, retain_host_memory, true,
+          "Keep freed host memory for reuse instead of returning it to the kernel after every "
+          "step (glibc malloc thresholds; ~15% faster CPU steps, larger resident set). Has no "
+          "effect when MALLOC_*_ or GLIBC_TUNABLES variables are set.");
 
 namespace vision::tools {
 namespace {
@@ -83,6 +88,10 @@ absl::Status Run(const std::vector<std::string>& overrides) {
                 core::ConfigToText(*config).c_str(), env.world_size,
                 core::DescribePipeline(*config, pipeline).c_str());
     return absl::OkStatus();
+  }
+  if (absl::GetFlag(FLAGS_retain_host_memory)) {
+    const std::string memory = engine::RetainFreedHostMemory();
+    if (env.rank == 0) std::printf("%s\n", memory.c_str());
   }
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Collectives> collectives,
                           distributed::runtime::JoinJob(env, *config));

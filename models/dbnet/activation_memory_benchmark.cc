@@ -17,12 +17,15 @@
 #include "absl/strings/str_split.h"
 #include "core/batch.h"
 #include "core/model.h"
+#include "engine/host_memory.h"
 #include "models/dbnet/dbnet.pb.h"
 
 ABSL_FLAG(int, size, 640, "square input size");
 ABSL_FLAG(int, batch, 2, "images per step");
 ABSL_FLAG(std::string, checkpoint, "", "comma-separated ResNet stages to checkpoint (layer1..4)");
 ABSL_FLAG(std::string, backbone, "ResNet18", "registered backbone");
+ABSL_FLAG(bool, retain_host_memory, true,
+          "Keep freed host memory for reuse as //tools:train does (engine/host_memory.h)");
 ABSL_FLAG(int, steps, 1, "timed forward+backward steps (after one untimed step when > 1)");
 
 namespace {
@@ -41,6 +44,7 @@ double PeakResidentMiB() {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   at::set_num_threads(1);
+  if (absl::GetFlag(FLAGS_retain_host_memory)) vision::engine::RetainFreedHostMemory();
   vision::models::dbnet::DBNetOptions options;
   options.mutable_backbone()->set_type(absl::GetFlag(FLAGS_backbone));
   google::protobuf::Any any;

@@ -1,0 +1,47 @@
+#include "engine/host_memory.h"
+
+#include <malloc.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace vision::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Bytes that malloc currently serves with mmap (each such block is faulted in anew when it is
+// allocated again after a free).
+size_t MmappedBytes() { return mallinfo2().hblkhd; }
+
+// How many more mmapped bytes a live 64 MiB block adds.
+size_t MmappedBytesOfLargeBlock() {
+  const size_t before = MmappedBytes();
+  void* block = std::malloc(64 << 20);
+  // A store the compiler must keep, so it cannot drop the malloc/free pair.
+  static_cast<volatile char*>(block)[0] = 1;
+  const size_t during = MmappedBytes();
+  std::free(block);
+  return during - before;
+}
+
+// One test, in order: the settings cannot be undone within a process.
+TEST(HostMemoryTest, LargeBlocksComeFromTheHeapUnlessTheUserTunedMalloc) {
+  // glibc's default: a 64 MiB block is mmapped.
+  EXPECT_GE(MmappedBytesOfLargeBlock(), size_t{64} << 20);
+
+  ASSERT_EQ(setenv("MALLOC_TRIM_THRESHOLD_", "1000000", 1), 0);
+  EXPECT_THAT(RetainFreedHostMemory(), HasSubstr("left as configured by MALLOC_TRIM_THRESHOLD_"));
+  EXPECT_GE(MmappedBytesOfLargeBlock(), size_t{64} << 20);
+
+  ASSERT_EQ(unsetenv("MALLOC_TRIM_THRESHOLD_"), 0);
+  EXPECT_THAT(RetainFreedHostMemory(), HasSubstr("kept for reuse"));
+  EXPECT_EQ(MmappedBytesOfLargeBlock(), 0u);
+}
+
+}  // namespace
+}  // namespace vision::engine
