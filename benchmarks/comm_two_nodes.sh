@@ -62,10 +62,10 @@ pair() {
 }
 echo "two namespaces, veth shaped to ${rate} each way; ${steps} timed steps, median of ${repeats}"
 pair "${work}/ours" "${bin}" "${common[@]}" --master_port=29811 \
-  --configs=none,collectives,allreduce,bucketed
+  --configs=none,collectives,allreduce,bucketed,fp16_compress
 cat "${work}/ours"
 pair "${work}/peer" /usr/bin/python3 benchmarks/ddp_peer.py "${common[@]}" --master_port=29911 \
-  --configs=none,ddp
+  --configs=none,ddp,ddp_fp16
 cat "${work}/peer"
 /usr/bin/python3 - "${work}/ours" "${work}/peer" <<'PY'
 import re, statistics, sys
@@ -81,6 +81,8 @@ collectives = ours["collectives"]
 print("\nmedian ms/step, world 2       ours   PyTorch   ours/PyTorch")
 print(f"no communication         {ours['none']:8.1f}  {peer['none']:8.1f}   {ours['none'] / peer['none']:.2f}")
 print(f"bucketed (DDP)           {ours['bucketed']:8.1f}  {peer['ddp']:8.1f}   {ours['bucketed'] / peer['ddp']:.2f}")
+print(f"fp16 compression         {ours['fp16_compress']:8.1f}  {peer['ddp_fp16']:8.1f}   "
+      f"{ours['fp16_compress'] / peer['ddp_fp16']:.2f}   (DDP + fp16 hook)")
 print(f"allreduce after backward {ours['allreduce']:8.1f}")
 print(f"the collectives alone    {collectives:8.1f}")
 for label, step, none in (("ours (bucketed)", ours["bucketed"], ours["none"]),
