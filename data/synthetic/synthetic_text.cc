@@ -12,6 +12,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "data/synthetic/clutter.h"
 #include "data/synthetic/dataset_files.h"
 #include "data/synthetic/seeded_random.h"
 
@@ -52,47 +53,6 @@ cv::Scalar ContrastingColour(SeededRandom& rng, const cv::Scalar& background) {
     for (int c = 0; c < 3; ++c) colour[c] *= 1 - k;
   }
   return colour;
-}
-
-void DrawGradient(SeededRandom& rng, cv::Mat& image) {
-  const cv::Scalar from = rng.Colour();
-  const cv::Scalar to = rng.Colour();
-  const double angle = rng.Uniform(0, 2 * kPi);
-  const double dx = std::cos(angle);
-  const double dy = std::sin(angle);
-  double lo = 0;
-  double hi = 0;
-  for (const cv::Point2d corner : {cv::Point2d(image.cols - 1, 0), cv::Point2d(0, image.rows - 1),
-                                   cv::Point2d(image.cols - 1, image.rows - 1)}) {
-    lo = std::min(lo, corner.x * dx + corner.y * dy);
-    hi = std::max(hi, corner.x * dx + corner.y * dy);
-  }
-  for (int y = 0; y < image.rows; ++y) {
-    cv::Vec3b* row = image.ptr<cv::Vec3b>(y);
-    for (int x = 0; x < image.cols; ++x) {
-      const double t = (x * dx + y * dy - lo) / (hi - lo);
-      for (int c = 0; c < 3; ++c) {
-        row[x][c] = cv::saturate_cast<uchar>(from[c] + (to[c] - from[c]) * t);
-      }
-    }
-  }
-}
-
-// Soft colour blobs: a few random pixels upsampled over the whole image.
-void BlendBlobs(SeededRandom& rng, cv::Mat& image) {
-  const int rows = rng.Int(2, 6);
-  const int cols = rng.Int(2, 6);
-  cv::Mat small(rows, cols, CV_8UC3);
-  for (int y = 0; y < rows; ++y) {
-    for (int x = 0; x < cols; ++x) {
-      const cv::Scalar colour = rng.Colour();
-      small.at<cv::Vec3b>(y, x) = cv::Vec3b(colour[0], colour[1], colour[2]);
-    }
-  }
-  cv::Mat blobs;
-  cv::resize(small, blobs, image.size(), 0, 0, cv::INTER_CUBIC);
-  const double weight = rng.Uniform(0.2, 0.6);
-  cv::addWeighted(image, 1 - weight, blobs, weight, 0, image);
 }
 
 // Lines, rectangles, circles, ellipse arcs and zigzags that a detector must not take for text.
@@ -144,17 +104,6 @@ void DrawDistractors(SeededRandom& rng, cv::Mat& image) {
       }
     }
   }
-}
-
-void AddNoise(SeededRandom& rng, cv::Mat& image) {
-  const double sigma = rng.Uniform(0, 8);
-  cv::RNG noise_rng(rng.Bits());
-  cv::Mat noise(image.size(), CV_16SC3);
-  noise_rng.fill(noise, cv::RNG::NORMAL, 0, sigma);
-  cv::Mat wide;
-  image.convertTo(wide, CV_16SC3);
-  wide += noise;
-  wide.convertTo(image, CV_8UC3);
 }
 
 // Draws one word where it overlaps no earlier word (`occupied`); false if no attempt found a
@@ -354,14 +303,14 @@ SyntheticImage RenderSyntheticImage(const SyntheticTextOptions& options, uint64_
   if (options.plain_background) {
     result.image.setTo(rng.Colour());
   } else {
-    DrawGradient(rng, result.image);
-    BlendBlobs(rng, result.image);
+    FillGradient(rng, result.image);
+    BlendColourBlobs(rng, result.image, /*max_cells=*/6, /*max_weight=*/0.6);
     DrawDistractors(rng, result.image);
   }
   cv::Mat occupied = cv::Mat::zeros(result.image.size(), CV_8UC1);
   const int words = rng.Int(options.min_words, options.max_words);
   for (int i = 0; i < words; ++i) DrawWord(rng, options, result.image, occupied, &result.texts);
-  if (!options.plain_background) AddNoise(rng, result.image);
+  if (!options.plain_background) AddGaussianNoise(rng, result.image, /*max_sigma=*/8);
   return result;
 }
 

@@ -13,7 +13,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/sample.h"
 #include "data/datasets/icdar2015/icdar2015_dataset.h"
@@ -27,6 +26,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
+using ::vision::data::synthetic::file_tree::ExpectIdenticalTrees;
+using ::vision::data::synthetic::file_tree::ExpectSameNamesDifferentBytes;
 using ::vision::data::synthetic::file_tree::FreshDir;
 using ::vision::data::synthetic::file_tree::ReadTree;
 
@@ -48,11 +49,7 @@ TEST(SyntheticTextTest, SameSeedGivesByteIdenticalFiles) {
   const auto a = ReadTree(first);
   const auto b = ReadTree(second);
   ASSERT_EQ(a.size(), 2u * (6 + 3));
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_TRUE(a[i].second == b[i].second) << a[i].first << " differs between runs";
-  }
+  ExpectIdenticalTrees(a, b);
 }
 
 TEST(SyntheticTextTest, DifferentSeedGivesDifferentImages) {
@@ -62,13 +59,7 @@ TEST(SyntheticTextTest, DifferentSeedGivesDifferentImages) {
   ASSERT_TRUE(WriteSyntheticDataset(SmallDataset(8), second).ok());
   const auto a = ReadTree(first);
   const auto b = ReadTree(second);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].first, b[i].first);
-    if (absl::EndsWith(a[i].first, ".jpg")) {
-      EXPECT_NE(a[i].second, b[i].second) << a[i].first << " is the same for seeds 7 and 8";
-    }
-  }
+  ExpectSameNamesDifferentBytes(a, b, ".jpg");
 }
 
 TEST(SyntheticTextTest, SplitsAndIndicesGetDifferentSeeds) {

@@ -27,6 +27,8 @@ namespace fs = std::filesystem;
 namespace labels = ::vision::data::datasets::cityscapes;
 using ::testing::HasSubstr;
 
+using ::vision::data::synthetic::file_tree::ExpectIdenticalTrees;
+using ::vision::data::synthetic::file_tree::ExpectSameNamesDifferentBytes;
 using ::vision::data::synthetic::file_tree::FreshDir;
 using ::vision::data::synthetic::file_tree::ReadTree;
 
@@ -46,11 +48,7 @@ TEST(SyntheticCityscapesTest, SameSeedGivesByteIdenticalFiles) {
   const auto a = ReadTree(first);
   const auto b = ReadTree(second);
   ASSERT_EQ(a.size(), 2u * (5 + 2));
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_TRUE(a[i].second == b[i].second) << a[i].first << " differs between runs";
-  }
+  ExpectIdenticalTrees(a, b);
   // The layout of the real archives, images divided among two cities in index order.
   EXPECT_EQ(a[0].first, "gtFine/train/alderburg/alderburg_000000_000000_gtFine_labelIds.png");
   EXPECT_EQ(a[3].first, "gtFine/train/birchfield/birchfield_000000_000003_gtFine_labelIds.png");
@@ -66,11 +64,7 @@ TEST(SyntheticCityscapesTest, DifferentSeedGivesDifferentImages) {
   ASSERT_TRUE(WriteSyntheticCityscapes(SmallDataset(8), second).ok());
   const auto a = ReadTree(first);
   const auto b = ReadTree(second);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].first, b[i].first);
-    EXPECT_NE(a[i].second, b[i].second) << a[i].first << " is the same for seeds 7 and 8";
-  }
+  ExpectSameNamesDifferentBytes(a, b);
 }
 
 TEST(SyntheticCityscapesTest, SplitsAndIndicesGetDifferentSeeds) {

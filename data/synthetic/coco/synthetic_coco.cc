@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "data/augmentations/rle.h"
 #include "data/datasets/coco/coco_rle.h"
+#include "data/synthetic/clutter.h"
 #include "data/synthetic/dataset_files.h"
 #include "data/synthetic/seeded_random.h"
 
@@ -143,36 +144,8 @@ void Paint(SeededRandom& rng, const cv::Mat& mask, const cv::Scalar& colour, cv:
 }
 
 void DrawBackground(SeededRandom& rng, cv::Mat& image) {
-  const cv::Scalar from = rng.Colour();
-  const cv::Scalar to = rng.Colour();
-  const double angle = rng.Uniform(0, 2 * kPi);
-  const double dx = std::cos(angle);
-  const double dy = std::sin(angle);
-  const double span = std::abs(dx) * image.cols + std::abs(dy) * image.rows;
-  const double offset = std::min(0.0, dx * image.cols) + std::min(0.0, dy * image.rows);
-  for (int y = 0; y < image.rows; ++y) {
-    cv::Vec3b* row = image.ptr<cv::Vec3b>(y);
-    for (int x = 0; x < image.cols; ++x) {
-      const double t = (x * dx + y * dy - offset) / span;
-      for (int c = 0; c < 3; ++c) {
-        row[x][c] = cv::saturate_cast<uchar>(from[c] + (to[c] - from[c]) * t);
-      }
-    }
-  }
-  // Soft colour blobs: a few random pixels upsampled over the whole image.
-  const int rows = rng.Int(2, 5);
-  const int cols = rng.Int(2, 5);
-  cv::Mat small(rows, cols, CV_8UC3);
-  for (int y = 0; y < rows; ++y) {
-    for (int x = 0; x < cols; ++x) {
-      const cv::Scalar colour = rng.Colour();
-      small.at<cv::Vec3b>(y, x) = cv::Vec3b(colour[0], colour[1], colour[2]);
-    }
-  }
-  cv::Mat blobs;
-  cv::resize(small, blobs, image.size(), 0, 0, cv::INTER_CUBIC);
-  const double weight = rng.Uniform(0.2, 0.5);
-  cv::addWeighted(image, 1 - weight, blobs, weight, 0, image);
+  FillGradient(rng, image);
+  BlendColourBlobs(rng, image, /*max_cells=*/5, /*max_weight=*/0.5);
   // Thin lines and arcs that a detector must not take for objects.
   const int lines = rng.Int(3, 10);
   for (int i = 0; i < lines; ++i) {
@@ -184,17 +157,6 @@ void DrawBackground(SeededRandom& rng, cv::Mat& image) {
     const int y1 = rng.Int(0, image.rows - 1);
     cv::line(image, cv::Point(x0, y0), cv::Point(x1, y1), colour, thickness, cv::LINE_AA);
   }
-}
-
-void AddNoise(SeededRandom& rng, cv::Mat& image) {
-  const double sigma = rng.Uniform(0, 6);
-  cv::RNG noise_rng(rng.Bits());
-  cv::Mat noise(image.size(), CV_16SC3);
-  noise_rng.fill(noise, cv::RNG::NORMAL, 0, sigma);
-  cv::Mat wide;
-  image.convertTo(wide, CV_16SC3);
-  wide += noise;
-  wide.convertTo(image, CV_8UC3);
 }
 
 // A shape or crowd region while the image is being composed.
@@ -425,7 +387,7 @@ SyntheticCocoImage RenderSyntheticCocoImage(const SyntheticCocoImageOptions& opt
     const int shapes = rng.Int(options.min_objects, options.max_objects);
     for (int i = 0; i < shapes; ++i) PlaceShape(rng, result.image, placed);
   }
-  if (!options.plain_background) AddNoise(rng, result.image);
+  if (!options.plain_background) AddGaussianNoise(rng, result.image, /*max_sigma=*/6);
 
   for (Placed& p : placed) {
     SyntheticObject& object = p.object;

@@ -31,6 +31,8 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+using ::vision::data::synthetic::file_tree::ExpectIdenticalTrees;
+using ::vision::data::synthetic::file_tree::ExpectSameNamesDifferentBytes;
 using ::vision::data::synthetic::file_tree::FreshDir;
 using ::vision::data::synthetic::file_tree::ReadBytes;
 using ::vision::data::synthetic::file_tree::ReadTree;
@@ -72,11 +74,7 @@ TEST(SyntheticCocoTest, SameSeedGivesByteIdenticalFiles) {
   const auto b = ReadTree(second);
   // 6 + 3 images and two JSON files.
   ASSERT_EQ(a.size(), 6u + 3u + 2u);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_TRUE(a[i].second == b[i].second) << a[i].first << " differs between runs";
-  }
+  ExpectIdenticalTrees(a, b);
   EXPECT_EQ(a.front().first, "annotations/instances_train2017.json");
   EXPECT_EQ(a[2].first, "train2017/000000000001.jpg");
   EXPECT_EQ(a.back().first, "val2017/000000000003.jpg");
@@ -89,11 +87,7 @@ TEST(SyntheticCocoTest, DifferentSeedGivesDifferentFiles) {
   ASSERT_TRUE(WriteSyntheticCocoDataset(SmallDataset(8), second).ok());
   const auto a = ReadTree(first);
   const auto b = ReadTree(second);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].first, b[i].first);
-    EXPECT_NE(a[i].second, b[i].second) << a[i].first << " is the same for seeds 7 and 8";
-  }
+  ExpectSameNamesDifferentBytes(a, b);
 }
 
 TEST(SyntheticCocoTest, SplitsAndIndicesGetDifferentSeeds) {

@@ -40,6 +40,33 @@ inline std::vector<std::pair<std::string, std::string>> ReadTree(const std::stri
   return files;
 }
 
+using Tree = std::vector<std::pair<std::string, std::string>>;
+
+// `a` and `b` (ReadTree results) hold the same files with the same bytes.
+inline void ExpectIdenticalTrees(const Tree& a, const Tree& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(a[i].second == b[i].second) << a[i].first << " differs between runs";
+  }
+}
+
+// `a` and `b` hold the same file names, and every file whose name ends in `suffix` (all
+// files when empty) has different bytes in the two.
+inline void ExpectSameNamesDifferentBytes(const Tree& a, const Tree& b,
+                                          const std::string& suffix = "") {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].first, b[i].first);
+    const std::string& name = a[i].first;
+    if (name.size() < suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    EXPECT_NE(a[i].second, b[i].second) << name << " is the same for both seeds";
+  }
+}
+
 }  // namespace vision::data::synthetic::file_tree
 
 #endif  // VISION_DATA_SYNTHETIC_TESTING_FILE_TREE_H_
