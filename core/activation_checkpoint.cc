@@ -3,10 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
-#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <torch/autograd.h>
 #include <torch/custom_class.h>
-#include <torch/version.h>
 
 namespace vision::core {
 namespace {
@@ -24,37 +23,26 @@ struct AutocastState {
 
   static AutocastState Current() {
     AutocastState s;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
     s.cpu = at::autocast::is_autocast_enabled(at::kCPU);
     s.cpu_dtype = at::autocast::get_autocast_dtype(at::kCPU);
     s.gpu = at::autocast::is_autocast_enabled(at::kCUDA);
     s.gpu_dtype = at::autocast::get_autocast_dtype(at::kCUDA);
-#else
-    s.cpu = at::autocast::is_cpu_enabled();
-    s.cpu_dtype = at::autocast::get_autocast_cpu_dtype();
-    s.gpu = at::autocast::is_enabled();
-    s.gpu_dtype = at::autocast::get_autocast_gpu_dtype();
-#endif
     return s;
   }
   void Apply() const {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
     at::autocast::set_autocast_dtype(at::kCPU, cpu_dtype);
     at::autocast::set_autocast_enabled(at::kCPU, cpu);
     at::autocast::set_autocast_dtype(at::kCUDA, gpu_dtype);
     at::autocast::set_autocast_enabled(at::kCUDA, gpu);
-#else
-    at::autocast::set_autocast_cpu_dtype(cpu_dtype);
-    at::autocast::set_cpu_enabled(cpu);
-    at::autocast::set_autocast_gpu_dtype(gpu_dtype);
-    at::autocast::set_enabled(gpu);
-#endif
   }
 };
 
 struct Recompute : torch::CustomClassHolder {
   std::shared_ptr<torch::nn::Module> module;
   std::function<at::Tensor(const at::Tensor&)> forward;
+  // The default generator of the input's device (CPU, or that CUDA device: dropout on a GPU
+  // draws from it), so the recomputation draws the same numbers as the forward did.
+  at::Generator generator;
   at::Tensor rng_state;
   AutocastState autocast;
 };
@@ -66,10 +54,10 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   // would get no gradient.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& anchor,
                             c10::intrusive_ptr<Recompute> recompute) {
+    recompute->generator = at::globalContext().defaultGenerator(input.device());
     {
-      at::Generator generator = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      recompute->rng_state = generator.get_state();
+      std::lock_guard<std::mutex> lock(recompute->generator.mutex());
+      recompute->rng_state = recompute->generator.get_state();
     }
     recompute->autocast = AutocastState::Current();
     ctx->save_for_backward({input});
@@ -90,7 +78,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
       buffers.push_back(b);
       before.push_back(b.detach().clone());
     }
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    at::Generator& generator = recompute->generator;
     at::Tensor rng_now;
     {
       std::lock_guard<std::mutex> lock(generator.mutex());

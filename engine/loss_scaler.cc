@@ -1,6 +1,10 @@
 #include "engine/loss_scaler.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <map>
+#include <string>
 
 namespace vision::engine {
 
@@ -12,13 +16,21 @@ at::Tensor LossScaler::Scale(const at::Tensor& loss) const {
 }
 
 bool LossScaler::UnscaleAndCheckFinite(const std::vector<at::Tensor>& params) const {
-  bool finite = true;
-  at::NoGradGuard no_grad;
+  // ATen's fused unscale-and-check (what PyTorch's GradScaler uses): one pass over each device's
+  // gradients and one host synchronisation per device, not one per parameter.
+  std::map<std::string, std::vector<at::Tensor>> grads;  // by device and dtype
   for (const at::Tensor& p : params) {
-    at::Tensor grad = p.grad();
-    if (!grad.defined()) continue;
-    if (options_.enabled) grad.mul_(1.0 / scale_);
-    if (finite && !grad.isfinite().all().item<bool>()) finite = false;
+    const at::Tensor& grad = p.grad();
+    if (grad.defined()) grads[grad.device().str() + c10::toString(grad.scalar_type())].push_back(grad);
+  }
+  at::NoGradGuard no_grad;
+  bool finite = true;
+  for (auto& [key, group] : grads) {
+    const auto options = at::TensorOptions().dtype(at::kFloat).device(group.front().device());
+    at::Tensor found_inf = at::zeros({1}, options);
+    at::Tensor inv_scale = at::full({1}, options_.enabled ? 1.0 / scale_ : 1.0, options);
+    at::_amp_foreach_non_finite_check_and_unscale_(group, found_inf, inv_scale);
+    if (found_inf.item<float>() != 0.0f) finite = false;
   }
   return finite;
 }

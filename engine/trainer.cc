@@ -534,7 +534,7 @@ absl::StatusOr<std::map<std::string, double>> Trainer::Impl::Evaluate() {
   job.dataset = p_.eval_dataset.get();
   job.augmentations = Pointers(p_.eval_augmentations);
   job.evaluator = p_.evaluator.get();
-  job.loader = LoaderOptionsFrom(config_.eval_data().loader(), config_.seed(), false);
+  job.loader = LoaderOptionsFrom(config_.eval_data().loader(), config_.seed(), !device_.is_cpu());
   job.device = device_;
   job.collectives = &collectives_;
   // A few of rank 0's predictions drawn over their ground truth, for TensorBoard.

@@ -196,6 +196,13 @@ absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples, bool pin_
     }
   }
   auto make = [&](at::IntArrayRef sizes, at::ScalarType type) {
+    if (pin_memory) {
+      // Page-locked memory from LibTorch's caching host allocator, which keeps a block from
+      // reuse until the non-blocking copy to the GPU that reads it has finished (our pool
+      // cannot know when that is).
+      const auto options = at::TensorOptions().dtype(type).pinned_memory(true);
+      return padded ? at::zeros(sizes, options) : at::empty(sizes, options);
+    }
     if (pool != nullptr) return pool->NewTensor(sizes, type, /*zero=*/padded);
     return padded ? at::zeros(sizes, type) : at::empty(sizes, type);
   };
@@ -211,14 +218,6 @@ absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples, bool pin_
     s.image.release();
     s.targets.clear();
   }
-#ifdef VISION_WITH_CUDA
-  if (pin_memory) {
-    batch.images = batch.images.pin_memory();
-    for (auto& [name, tensor] : batch.targets) tensor = tensor.pin_memory();
-  }
-#else
-  (void)pin_memory;
-#endif
   batch.samples = std::move(samples);
   return batch;
 }

@@ -37,7 +37,8 @@ struct LoaderOptions {
   uint64_t seed = 0;
   // Keep each sample's annotations as loaded in Sample::ground_truth (for evaluation).
   bool keep_ground_truth = false;
-  // Page-locked batch memory for faster host-to-GPU copies (CUDA builds only).
+  // Page-locked batch memory for non-blocking host-to-GPU copies (needs a CUDA device; the
+  // trainer and evaluation set it when training on one).
   bool pin_memory = false;
 };
 

@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -109,8 +108,8 @@ absl::Status Rendezvous(c10d::Store& store, const ProcessGroupOptions& options) 
   }
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> MakeGloo(const c10::intrusive_ptr<c10d::Store>& store,
-                                                const ProcessGroupOptions& options) {
+c10::intrusive_ptr<c10d::Backend> MakeGlooBackend(const c10::intrusive_ptr<c10d::Store>& store,
+                                                  const ProcessGroupOptions& options) {
   auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
   const bool local = !options.multi_node && IsLoopback(options.master_addr);
   // GLOO_SOCKET_IFNAME picks the network interface across nodes, as in PyTorch (the host name
@@ -124,41 +123,32 @@ c10::intrusive_ptr<c10d::ProcessGroup> MakeGloo(const c10::intrusive_ptr<c10d::S
     gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   }
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
-  auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, options.rank,
-                                                             options.world_size, gloo_options);
-#if TORCH_VERSION_MAJOR >= 2
-  // Since 2.0 a ProcessGroup dispatches each collective to a per-device Backend.
-  auto pg_options = c10::make_intrusive<c10d::ProcessGroup::Options>("gloo", options.timeout);
-  auto group = c10::make_intrusive<c10d::ProcessGroup>(prefixed, options.rank, options.world_size,
-                                                       pg_options);
-  group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
-  group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
-  return group;
-#else
-  return backend;
-#endif
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, options.rank, options.world_size,
+                                                     gloo_options);
 }
 
+// A ProcessGroup dispatches each collective to the Backend of its tensors' device. Every group
+// has Gloo for CPU tensors (config agreement, metric sums, parameter broadcast of CPU models);
+// an NCCL group adds NCCL for CUDA tensors, as PyTorch's "cpu:gloo,cuda:nccl" does.
+c10::intrusive_ptr<c10d::ProcessGroup> MakeGroup(const c10::intrusive_ptr<c10d::Store>& store,
+                                                 const ProcessGroupOptions& options) {
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, options.rank, options.world_size);
+  group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO,
+                    MakeGlooBackend(store, options));
+  group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
 #ifdef VISION_WITH_CUDA
-c10::intrusive_ptr<c10d::ProcessGroup> MakeNccl(const c10::intrusive_ptr<c10d::Store>& store,
-                                                const ProcessGroupOptions& options) {
-  auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
-  nccl_options->timeout = options.timeout;
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("nccl", store);
-  auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, options.rank,
-                                                             options.world_size, nccl_options);
-#if TORCH_VERSION_MAJOR >= 2
-  auto pg_options = c10::make_intrusive<c10d::ProcessGroup::Options>("nccl", options.timeout);
-  auto group = c10::make_intrusive<c10d::ProcessGroup>(prefixed, options.rank, options.world_size,
-                                                       pg_options);
-  group->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
-  group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, backend);
+  if (options.backend == "nccl") {
+    auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+    nccl_options->timeout = options.timeout;
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("nccl", store);
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, options.rank,
+                                                            options.world_size, nccl_options);
+    group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
+    group->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
+  }
+#endif
   return group;
-#else
-  return backend;
-#endif
 }
-#endif
 
 // Runs `fn` (which issues collectives) and turns a c10::Error or Gloo exception into a status.
 template <typename Fn>
@@ -240,10 +230,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> CreateProcessGroup(
   }
   if (absl::Status status = Rendezvous(*store, options); !status.ok()) return status;
   try {
-#ifdef VISION_WITH_CUDA
-    if (options.backend == "nccl") return MakeNccl(store, options);
-#endif
-    return MakeGloo(store, options);
+    return MakeGroup(store, options);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("process group: creating the ", options.backend,
                                             " backend on rank ", options.rank,

@@ -33,7 +33,8 @@ struct ProcessGroupOptions {
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  // "gloo" (CPU tensors) or "nccl" (CUDA tensors; only in builds with VISION_WITH_CUDA).
+  // "gloo" (CPU tensors) or "nccl" (CUDA tensors through NCCL; CPU tensors of the same group
+  // still go through Gloo). "nccl" needs a build with VISION_WITH_CUDA.
   std::string backend = "gloo";
   // Bounds the rendezvous (every rank must join within it) and every later collective.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
