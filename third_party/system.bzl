@@ -38,6 +38,8 @@ def _ls(rctx, pattern):
     return [p for p in res.stdout.strip().split("\n") if p]
 
 def _libtorch_impl(rctx):
+    # Re-run when the pinned torch version changes (setup.sh then installs the new wheel).
+    rctx.read(Label("//tools:python_requirements.txt"))
     home = _find_libtorch(rctx)
     include = home + "/include"
     libdir = home + "/lib"
@@ -134,3 +136,29 @@ cc_library(
 """.format(libs = repr(["-labsl_" + n for n in names])))
 
 absl_repository = repository_rule(implementation = _absl_impl, local = True)
+
+def _python_venv_impl(rctx):
+    venv = default_venv(rctx)
+    python = venv + "/bin/python3"
+    if rctx.path(python).exists:
+        body = 'exec "%s" "$@"\n' % python
+    else:
+        # Only the targets that run Python (reference checks) need it; they fail with this.
+        body = 'echo "python_venv: %s not found; run tools/setup.sh" >&2\nexit 1\n' % python
+    rctx.file("python3.sh", "#!/usr/bin/env bash\n# The project's Python environment (tools/setup.sh).\n" + body, executable = True)
+    rctx.file("BUILD.bazel", """
+package(default_visibility = ["//visibility:public"])
+
+# The venv's python3 (torch, torchvision, tensorboard of tools/python_requirements.txt), for
+# tests that check our output with the reference Python packages.
+sh_binary(
+    name = "python3",
+    srcs = ["python3.sh"],
+)
+""")
+
+python_venv_repository = repository_rule(
+    implementation = _python_venv_impl,
+    environ = ["VISION_VENV", "HOME"],
+    local = True,
+)
