@@ -4,6 +4,7 @@
 #   bash benchmarks/activation_checkpointing.sh [--size=640 --batch=2]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source benchmarks/peer_python.sh
 bazel build -c opt //models/dbnet:activation_memory_benchmark >/tmp/activation_build.log 2>&1 ||
   { cat /tmp/activation_build.log; exit 1; }
 bin="$(bazel info -c opt bazel-bin)/models/dbnet/activation_memory_benchmark"
@@ -13,7 +14,7 @@ echo "${plain}"
 echo "${checkpointed}"
 a=$(echo "${plain}" | sed -n 's/.*peak RSS \([0-9]*\) MiB (\([0-9]*\) MiB before.*/\1 \2/p')
 b=$(echo "${checkpointed}" | sed -n 's/.*peak RSS \([0-9]*\) MiB (\([0-9]*\) MiB before.*/\1 \2/p')
-/usr/bin/python3 -c "
+"${peer_python}" -c "
 a, a0 = map(float, '${a}'.split()); b, b0 = map(float, '${b}'.split())
 print(f'step memory (peak minus before): {a - a0:.0f} MiB plain, {b - b0:.0f} MiB checkpointed: '
       f'{(1 - (b - b0) / (a - a0)) * 100:.0f}% less')"

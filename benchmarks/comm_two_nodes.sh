@@ -11,6 +11,7 @@
 # waiting is what bucketing overlaps with backward. Needs root (ip netns, tc).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source benchmarks/peer_python.sh
 rate=1gbit steps=30 repeats=3
 for arg in "$@"; do
   case "${arg}" in
@@ -64,10 +65,10 @@ echo "two namespaces, veth shaped to ${rate} each way; ${steps} timed steps, med
 pair "${work}/ours" "${bin}" "${common[@]}" --master_port=29811 \
   --configs=none,collectives,allreduce,bucketed,fp16_compress
 cat "${work}/ours"
-pair "${work}/peer" /usr/bin/python3 benchmarks/ddp_peer.py "${common[@]}" --master_port=29911 \
+pair "${work}/peer" "${peer_python}" benchmarks/ddp_peer.py "${common[@]}" --master_port=29911 \
   --configs=none,ddp,ddp_fp16
 cat "${work}/peer"
-/usr/bin/python3 - "${work}/ours" "${work}/peer" <<'PY'
+"${peer_python}" - "${work}/ours" "${work}/peer" <<'PY'
 import re, statistics, sys
 def medians(path):
     runs = {}

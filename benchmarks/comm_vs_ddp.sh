@@ -7,6 +7,7 @@
 # "collectives" is the time of the same buckets' all-reduces alone, with no model running.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source benchmarks/peer_python.sh
 bazel build -c opt //distributed/strategies:comm_benchmark >/tmp/comm_vs_ddp_build.log 2>&1 ||
   { cat /tmp/comm_vs_ddp_build.log; exit 1; }
 steps=30 repeats=3
@@ -20,9 +21,9 @@ ours=$(mktemp) peer=$(mktemp)
 trap 'rm -f "${ours}" "${peer}"' EXIT
 "$(bazel info -c opt bazel-bin)/distributed/strategies/comm_benchmark" \
   --steps="${steps}" --repeats="${repeats}" --bucket_cap_mb=1 --threads=1 | tee "${ours}"
-/usr/bin/python3 benchmarks/ddp_peer.py --steps="${steps}" --repeats="${repeats}" \
+"${peer_python}" benchmarks/ddp_peer.py --steps="${steps}" --repeats="${repeats}" \
   --bucket_cap_mb=1 --threads=1 | tee "${peer}"
-/usr/bin/python3 - "${ours}" "${peer}" <<'PY'
+"${peer_python}" - "${ours}" "${peer}" <<'PY'
 import re, statistics, sys
 def medians(path):
     runs = {}

@@ -7,6 +7,7 @@
 # keeping freed memory (Python through MALLOC_*_ environment variables).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source benchmarks/peer_python.sh
 bazel build -c opt //models/dbnet:activation_memory_benchmark >/tmp/dbnet_step_build.log 2>&1 ||
   { cat /tmp/dbnet_step_build.log; exit 1; }
 args=(--size=640 --batch=2 --steps=3 "$@")
@@ -18,10 +19,10 @@ step() { sed -n 's/.*step \([0-9.]*\) s.*/\1/p'; }
 # environment, so the difference the allocator makes is visible on both sides.
 ours=$("${bin}" "${args[@]}" | step)
 ours_default=$("${bin}" "${args[@]}" --retain_host_memory=false | step)
-peer=$(/usr/bin/python3 benchmarks/dbnet_peer.py "${args[@]}" | step)
+peer=$("${peer_python}" benchmarks/dbnet_peer.py "${args[@]}" | step)
 peer_tuned=$(MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 \
-  /usr/bin/python3 benchmarks/dbnet_peer.py "${args[@]}" | step)
-/usr/bin/python3 - "${ours}" "${ours_default}" "${peer}" "${peer_tuned}" <<'PY'
+  "${peer_python}" benchmarks/dbnet_peer.py "${args[@]}" | step)
+"${peer_python}" - "${ours}" "${ours_default}" "${peer}" "${peer_tuned}" <<'PY'
 import sys
 ours, ours_default, peer, peer_tuned = map(float, sys.argv[1:])
 print(f"step time (s)               ours   python   ours/python")

@@ -5,12 +5,13 @@
 # Overhead = full step time - the model's own forward/backward/optimizer time on a fixed batch.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source benchmarks/peer_python.sh
 bazel build -c opt //engine/testing:overhead_benchmark >/tmp/engine_overhead_build.log 2>&1 ||
   { cat /tmp/engine_overhead_build.log; exit 1; }
 ours=$("$(bazel info -c opt bazel-bin)/engine/testing/overhead_benchmark" "$@")
-peer=$(/usr/bin/python3 benchmarks/engine_overhead.py "$@" | tr '\r' '\n' | tail -n 1)
+peer=$("${peer_python}" benchmarks/engine_overhead.py "$@" | tr '\r' '\n' | tail -n 1)
 echo "${ours}"
 echo "${peer}"
 o=$(echo "${ours}" | sed -n 's/.*overhead \([-0-9.]*\) ms/\1/p')
 p=$(echo "${peer}" | sed -n 's/.*overhead \([-0-9.]*\) ms/\1/p')
-echo "overhead ratio ours/python: $(/usr/bin/python3 -c "print(f'{${o}/${p}:.2f}')")"
+echo "overhead ratio ours/python: $("${peer_python}" -c "print(f'{${o}/${p}:.2f}')")"

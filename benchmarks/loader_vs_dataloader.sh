@@ -12,6 +12,7 @@
 # BAZEL names the bazel command (default: bazel).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source benchmarks/peer_python.sh
 images=200 size=640 threads=1,2,4 epochs=1 batch=8
 for arg in "$@"; do
   case "${arg}" in
@@ -38,11 +39,11 @@ echo "data: ${images} synthetic ${size}x${size} JPEGs, $((texts / images)) text 
 common=(--data_dir="${data}" --threads="${threads}" --batch="${batch}" --epochs="${epochs}")
 ours=$("${bin}/data/loader/loader_benchmark" "${common[@]}" \
   --config="${PWD}/models/dbnet/configs/icdar2015_resnet18.pbtxt")
-peer=$(/usr/bin/python3 benchmarks/loader_peer.py "${common[@]}")
+peer=$("${peer_python}" benchmarks/loader_peer.py "${common[@]}")
 echo "${ours}"
 echo "${peer}"
 echo
-/usr/bin/python3 - "${threads}" <<EOF
+"${peer_python}" - "${threads}" <<EOF
 import re, sys
 pattern = r" (\d+): ([0-9.]+) images/s, ([0-9.]+) CPU ms/image"
 ours = {t: (float(r), float(c)) for t, r, c in re.findall("ours threads" + pattern, """${ours}""")}

@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/serialize/input-archive.h>
@@ -21,6 +23,15 @@
 
 namespace vision::engine {
 namespace {
+
+// The CUDA device a model trains on, if any (its first parameter's).
+std::optional<c10::Device> CudaDeviceOf(torch::nn::Module& model) {
+  for (const at::Tensor& p : model.parameters()) {
+    if (p.is_cuda()) return p.device();
+    break;
+  }
+  return std::nullopt;
+}
 
 namespace fs = std::filesystem;
 
@@ -109,6 +120,12 @@ absl::Status SaveCheckpoint(const std::string& path, const TrainingState& state,
       std::lock_guard<std::mutex> lock(gen.mutex());
       archive.write("rng/cpu", gen.get_state());
     }
+    if (const std::optional<c10::Device> cuda = CudaDeviceOf(*state.model)) {
+      // Dropout and random augmentations on the GPU draw from this device's generator.
+      at::Generator gen = at::globalContext().defaultGenerator(*cuda);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      archive.write("rng/cuda", gen.get_state());
+    }
     WriteMeta(archive, meta);
 
     std::FILE* file = std::fopen(tmp.c_str(), "wb");
@@ -179,6 +196,14 @@ absl::Status LoadCheckpoint(const std::string& path, const TrainingState& state,
     {
       std::lock_guard<std::mutex> lock(gen.mutex());
       gen.set_state(rng);
+    }
+    // A run moved between CPU and GPU resumes without the other kind's generator state.
+    at::Tensor cuda_rng;
+    const std::optional<c10::Device> cuda = CudaDeviceOf(*state.model);
+    if (cuda.has_value() && archive.try_read("rng/cuda", cuda_rng)) {
+      at::Generator cuda_gen = at::globalContext().defaultGenerator(*cuda);
+      std::lock_guard<std::mutex> lock(cuda_gen.mutex());
+      cuda_gen.set_state(cuda_rng);
     }
     if (meta != nullptr) *meta = std::move(m);
   } catch (const c10::Error& e) {

@@ -23,6 +23,7 @@
 #include "distributed/sync_batchnorm/sync_batch_norm.h"
 #include "engine/autocast.h"
 #include "engine/checkpoint.h"
+#include "engine/device.h"
 #include "engine/ema.h"
 #include "engine/evaluation.h"
 #include "engine/logging/metrics_log.h"
@@ -38,18 +39,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-absl::StatusOr<c10::Device> ParseDevice(const std::string& name, int local_rank) {
-  if (name == "cpu") return c10::Device(c10::DeviceType::CPU);
-#ifdef VISION_WITH_CUDA
-  if (name == "cuda") return c10::Device(c10::DeviceType::CUDA, static_cast<int8_t>(local_rank));
-  return c10::Device(name);
-#else
-  return absl::FailedPreconditionError(absl::StrCat(
-      "device \"", name, "\": this build has no CUDA. Use device: \"cpu\", or rebuild against a "
-      "CUDA LibTorch (--repo_env=LIBTORCH_HOME=..., see README)"));
-#endif
 }
 
 data::LoaderOptions LoaderOptionsFrom(const core::LoaderConfig& c, uint64_t seed, bool cuda) {
@@ -149,7 +138,8 @@ absl::Status Trainer::Impl::Init() {
     threads = std::max(1, threads);
   }
   at::set_num_threads(threads);
-  VISION_ASSIGN_OR_RETURN(device_, ParseDevice(config_.device(), options_.local_rank));
+  VISION_ASSIGN_OR_RETURN(device_, ResolveDevice(config_.device(), options_.local_rank));
+  ConfigureDevice(device_, config_.cudnn_benchmark());
 
   // Every rank must run the same config: compare fingerprints before any other collective.
   const std::string fingerprint = core::ConfigFingerprint(config_);

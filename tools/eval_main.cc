@@ -19,6 +19,7 @@
 #include "distributed/env/distributed_env.h"
 #include "distributed/runtime/runtime.h"
 #include "engine/checkpoint.h"
+#include "engine/device.h"
 #include "engine/ema.h"
 #include "engine/evaluation.h"
 #include "engine/visualize.h"
@@ -48,6 +49,8 @@ absl::Status Run(const std::vector<std::string>& overrides) {
         absl::StrCat(config_path, ": eval_data and evaluation.evaluator are required"));
   }
   VISION_ASSIGN_OR_RETURN(distributed::env::DistributedEnv env, distributed::env::ReadDistributedEnv());
+  VISION_ASSIGN_OR_RETURN(const c10::Device device, engine::ResolveDevice(config.device(), env.local_rank));
+  engine::ConfigureDevice(device, config.cudnn_benchmark());
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Collectives> collectives,
                           distributed::runtime::JoinJob(env, config));
   // Only what evaluation needs: the training data need not exist here.
@@ -67,6 +70,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   VISION_RETURN_IF_ERROR(engine::LoadCheckpoint(
       checkpoint, engine::TrainingState{model.get(), nullptr, ema.get()}, &meta));
   if (ema) ema->Swap(*model);
+  model->to(device);
 
   const std::string output_dir = absl::GetFlag(FLAGS_output_dir);
   if (!output_dir.empty()) fs::create_directories(output_dir);
@@ -79,6 +83,8 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   job.loader.batch_size = config.eval_data().loader().batch_size();
   job.loader.num_workers = config.eval_data().loader().num_workers();
   job.loader.seed = config.seed();
+  job.loader.pin_memory = device.is_cuda();
+  job.device = device;
   job.collectives = collectives.get();
   if (!output_dir.empty()) {
     job.on_prediction = [&](const core::Sample& prediction, const core::Sample& truth) {

@@ -20,6 +20,7 @@
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
 #include "engine/checkpoint.h"
+#include "engine/device.h"
 #include "engine/ema.h"
 #include "engine/evaluation.h"
 #include "engine/visualize.h"
@@ -83,6 +84,8 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   VISION_ASSIGN_OR_RETURN(core::TrainPipelineConfig config,
                           core::LoadPipelineConfig(absl::GetFlag(FLAGS_config), overrides));
   VISION_ASSIGN_OR_RETURN(std::vector<std::string> paths, ListImages(absl::GetFlag(FLAGS_images)));
+  VISION_ASSIGN_OR_RETURN(const c10::Device device, engine::ResolveDevice(config.device(), 0));
+  engine::ConfigureDevice(device, config.cudnn_benchmark());
   VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Model> model, core::BuildModel(config.model()));
   std::vector<std::unique_ptr<core::Augmentation>> augmentations;
   if (config.has_eval_data()) {
@@ -96,6 +99,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
                                                 engine::TrainingState{model.get(), nullptr, ema.get()},
                                                 nullptr));
   if (ema) ema->Swap(*model);
+  model->to(device);
   fs::create_directories(output_dir);
   ImageFiles images(std::move(paths));
   core::SingleProcess single;
@@ -105,6 +109,8 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   for (const auto& a : augmentations) job.augmentations.push_back(a.get());
   job.loader.batch_size = 1;
   job.loader.num_workers = 1;
+  job.loader.pin_memory = device.is_cuda();
+  job.device = device;
   job.collectives = &single;
   int64_t detections = 0;
   job.on_prediction = [&](const core::Sample& prediction, const core::Sample& input) {

@@ -23,6 +23,7 @@
 #include "core/status_macros.h"
 #include "distributed/env/distributed_env.h"
 #include "distributed/runtime/runtime.h"
+#include "engine/device.h"
 #include "engine/host_memory.h"
 #include "engine/trainer.h"
 #include "tools/flags_util.h"
@@ -92,6 +93,12 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   if (absl::GetFlag(FLAGS_retain_host_memory)) {
     const std::string memory = engine::RetainFreedHostMemory();
     if (env.rank == 0) std::printf("%s\n", memory.c_str());
+  }
+  // Before joining: a device this build or machine cannot use stops every rank at once, and
+  // NCCL binds to the current device.
+  if (absl::StatusOr<c10::Device> device = engine::ResolveDevice(config->device(), env.local_rank);
+      !device.ok()) {
+    return in_file(device.status());
   }
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Collectives> collectives,
                           distributed::runtime::JoinJob(env, *config));

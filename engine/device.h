@@ -1,0 +1,29 @@
+// Where a process computes: the config's `device` resolved against this build and machine.
+#ifndef VISION_ENGINE_DEVICE_H_
+#define VISION_ENGINE_DEVICE_H_
+
+#include <string>
+
+#include <c10/core/Device.h>
+
+#include "absl/status/statusor.h"
+
+namespace vision::engine {
+
+// "cpu", "cuda" (cuda:local_rank, one GPU per process of a node) or "cuda:N". A CUDA device is
+// checked at start-up, not at the first kernel: a build without CUDA, a machine without a
+// visible GPU, or an index past the GPUs present is an error that says which build and which
+// device was asked for. On success a CUDA device becomes this process's current device (NCCL
+// and the caching allocator use it).
+absl::StatusOr<c10::Device> ResolveDevice(const std::string& name, int local_rank);
+
+// Process-wide switches for `device`: cuDNN's algorithm search for convolutions when
+// `cudnn_benchmark` (fastest for fixed input sizes; off gives run-to-run identical results).
+void ConfigureDevice(const c10::Device& device, bool cudnn_benchmark);
+
+// "LibTorch 2.11.0 with CUDA 13.0" or "LibTorch 2.11.0, CPU only": what this binary links.
+std::string BuildDescription();
+
+}  // namespace vision::engine
+
+#endif  // VISION_ENGINE_DEVICE_H_
