@@ -1,12 +1,23 @@
 // Loads PyTorch state dicts saved by torch.save (e.g. torchvision's published weights) into
 // LibTorch modules, matching keys to named_parameters() and named_buffers().
 //
-// LibTorch 1.13's torch::pickle_load cannot read torchvision files: they pickle a
-// collections.OrderedDict, which its unpickler only knows as a tensor's (always empty)
-// backward-hooks argument. ReadTorchStateDict therefore reads the zip archive with
-// caffe2::serialize::PyTorchStreamReader and interprets data.pkl itself; it understands the
-// pickle opcodes torch.save emits (protocols 2 to 4) and the tensor-rebuilding globals, and
-// rejects anything else by name.
+// ReadTorchStateDict reads the zip archive with caffe2::serialize::PyTorchStreamReader and
+// interprets data.pkl itself: the pickle opcodes torch.save emits (protocols 2 to 4) and the
+// tensor-rebuilding globals, rejecting anything else by name. LibTorch's torch::pickle_load is
+// no substitute; measured with LibTorch 2.11 (PyPI torch 2.11.0) on files that Python's
+// torch.save wrote:
+//  - It still cannot read torchvision's files: they pickle a collections.OrderedDict, which its
+//    unpickler only knows as a tensor's backward-hooks argument and replaces by None, so
+//    torchvision 0.26's resnet18().state_dict() (and state_dict(keep_vars=True)) fails with
+//    "isGenericDict() INTERNAL ASSERT FAILED ... Expected GenericDict but got None". Only a
+//    plain dict, torch.save(dict(state_dict)), loads.
+//  - Even then it checks no tensor against its data, and a downloaded file is untrusted: a
+//    100-element view of a 4-element storage, or a storage record shorter than the element
+//    count it declares, loads and reads past the end of its buffer; a negative stride loads as
+//    a different tensor. Here each is an error naming the file and the key.
+//  - It refuses integers that Python's pickler writes in fewer than 8 bytes (LONG1, e.g. 2^40:
+//    "Expected length to be 8, got 6"), and its errors name neither the file nor the key.
+// Like this reader, it does refuse unknown globals ("Unpickler found unknown type posix.system").
 #ifndef VISION_MODELS_BACKBONES_TORCHVISION_IMPORT_H_
 #define VISION_MODELS_BACKBONES_TORCHVISION_IMPORT_H_
 

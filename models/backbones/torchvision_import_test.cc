@@ -340,5 +340,53 @@ TEST(TorchvisionImportTest, MalformedContentsNameTheKey) {
   EXPECT_THAT(state.status().message(), HasSubstr("data.pkl"));
 }
 
+// {'w': a float tensor on the 4-element storage data/0} whose offset, size and stride are the
+// given pickle opcodes, as a crafted file may state them.
+std::string OneViewPickle(const std::string& offset_size_stride) {
+  return Bytes("\x80\x02}(X\x01\x00\x00\x00w" "ctorch._utils\n_rebuild_tensor_v2\n"
+               "((X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00" "0"
+               "X\x03\x00\x00\x00" "cpuK\x04tQ") +
+         offset_size_stride + Bytes("\x89" "ccollections\nOrderedDict\n)RtRu.");
+}
+
+// LibTorch's own torch::pickle_load accepts such views and reads past the storage (see the
+// header); the importer must refuse them.
+TEST(TorchvisionImportTest, ViewsOutsideTheirStorageNameTheKey) {
+  const at::Tensor storage = at::arange(4, at::kFloat);
+  const std::vector<std::pair<std::string, std::string>> records = {
+      {"data/0", std::string(static_cast<const char*>(storage.data_ptr()), 16)}};
+  const auto read = [&](const std::string& name, const std::string& view) {
+    const std::string path = TempPath(name);
+    WriteArchive(path, OneViewPickle(view), records);
+    return ReadTorchStateDict(path);
+  };
+
+  // offset 1, size (2,), stride (1,): inside, so the file itself is well formed.
+  absl::StatusOr<StateDict> state = read("inside.pth", Bytes("K\x01K\x02\x85K\x01\x85"));
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->size(), 1u);
+  EXPECT_TRUE(at::equal(state->front().second, at::arange(1, 3, at::kFloat)));
+
+  // size (100,)
+  state = read("long.pth", Bytes("K\x00K\x64\x85K\x01\x85"));
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(state.status().message(), HasSubstr("long.pth': key 'w'"));
+  EXPECT_THAT(state.status().message(), HasSubstr("reaches element 99 of a storage of 4"));
+
+  // offset 3, size (2,)
+  state = read("offset.pth", Bytes("K\x03K\x02\x85K\x01\x85"));
+  EXPECT_THAT(state.status().message(), HasSubstr("reaches element 4 of a storage of 4"));
+
+  // size (2^40,), in the 6-byte LONG1 that Python's pickler writes for it.
+  state = read("huge.pth", Bytes("K\x00\x8a\x06\x00\x00\x00\x00\x00\x01\x85K\x01\x85"));
+  EXPECT_THAT(state.status().message(),
+              HasSubstr("reaches element 1099511627775 of a storage of 4"));
+
+  // stride (-1,)
+  state = read("negative.pth", Bytes("K\x03K\x02\x85J\xff\xff\xff\xff\x85"));
+  EXPECT_THAT(state.status().message(), HasSubstr("negative.pth': key 'w'"));
+  EXPECT_THAT(state.status().message(), HasSubstr("negative tensor size or stride"));
+}
+
 }  // namespace
 }  // namespace vision::models::backbones

@@ -1,8 +1,9 @@
 """Regenerates deform_conv_golden.pth for deform_conv_test: torchvision.ops.deform_conv2d (the
 reference kernel, independent of ours) on small random float64 cases, with the gradients of
-sum(out * probe). Needs PyTorch and torchvision (Debian's python3-torchvision is enough):
+sum(out * probe). The checked-in file comes from PyPI torch==2.11.0 and torchvision==0.26.0 in
+tools/setup.sh's venv:
 
-    /usr/bin/python3 models/backbones/testdata/make_deform_conv_golden.py
+    ~/.cache/vision-train/venv/bin/python3 models/backbones/testdata/make_deform_conv_golden.py
 
 Keys are "<case>.<name>"; the case name spells stride, padding and dilation (s2p2d2).
 """

@@ -1,6 +1,8 @@
-"""Regenerates the golden torch.save files of torchvision_import_test (run with PyTorch >= 1.6).
+"""Regenerates the golden torch.save files of torchvision_import_test. The checked-in files come
+from PyPI torch==2.11.0 and torchvision==0.26.0 in tools/setup.sh's venv (the zip format with
+byteorder and 64-byte-aligned storages that current torch.save writes):
 
-    python3 models/backbones/testdata/make_goldens.py
+    ~/.cache/vision-train/venv/bin/python3 models/backbones/testdata/make_goldens.py
 
 Values are simple functions of arange so the C++ test can recompute them exactly.
 """
