@@ -2,25 +2,47 @@
 #ifndef VISION_CORE_BATCH_H_
 #define VISION_CORE_BATCH_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "core/sample.h"
 
 namespace vision::core {
 
+// The label of pixels that count for no class (Cityscapes' convention, and the value label
+// maps are padded with).
+inline constexpr uint8_t kIgnoreLabel = 255;
+
 struct Batch {
-  // [N, 3, H, W] float, normalised.
+  // [N, 3, H, W] float, normalised; images smaller than the batch are padded bottom and right.
   at::Tensor images;
-  // Stacked per-sample targets (Sample::targets), [N, H, W] each, in the maps' element type:
-  // uint8 for 8-bit maps (binary masks: a quarter of the bytes to move to the device; the
-  // model converts them there), float otherwise.
+  // Each image's height and width before padding, [N, 2] int64 (on the host): models crop
+  // their outputs to it and map predictions back to the image.
+  at::Tensor image_sizes;
+  // Dense per-pixel targets, [N, H, W] each, padded like the images:
+  //  - the target generator's maps (Sample::targets; DBNet's shrink and threshold maps), padded
+  //    with its PadValue (0 unless it says otherwise), in the maps' element type: uint8 for
+  //    8-bit maps (binary masks: a quarter of the bytes to move; the model converts them on
+  //    its device), float otherwise;
+  //  - "semantic" when the samples carry label maps (Sample::semantic): uint8 train ids,
+  //    padded with kIgnoreLabel.
   std::map<std::string, at::Tensor> targets;
+  // Per-image targets of varying length, made in the loader's worker threads (the list of
+  // dicts torchvision's detection models take): instances[i] holds image i's tensors, e.g.
+  // "boxes" [K, 4], "labels" [K], "masks" [K, H_i, W_i] (core/instance_targets.h). Empty when
+  // the model's target generator makes none.
+  std::vector<std::map<std::string, at::Tensor>> instances;
   // The samples' annotations (images released), for losses that need lists and for evaluation.
   std::vector<Sample> samples;
+
+  // Moves every tensor to `device`. Copies from pinned host memory (the loader pins batches
+  // for CUDA devices) do not block the host. image_sizes stays on the host.
+  void To(const c10::Device& device);
 };
 
 }  // namespace vision::core

@@ -36,7 +36,7 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
     while (true) {
       VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> batch, loader.Next());
       if (!batch.has_value()) break;
-      if (!job.device.is_cpu()) batch->images = batch->images.to(job.device, true);
+      batch->To(job.device);
       std::vector<core::Sample> predictions = job.model->Predict(*batch);
       for (size_t i = 0; i < predictions.size(); ++i) {
         const core::Sample& truth = *batch->samples[i].ground_truth;

@@ -60,13 +60,6 @@ std::vector<const core::Augmentation*> Pointers(
   return out;
 }
 
-core::Batch ToDevice(core::Batch batch, const c10::Device& device) {
-  if (device.is_cpu()) return batch;
-  batch.images = batch.images.to(device, /*non_blocking=*/true);
-  for (auto& [name, tensor] : batch.targets) tensor = tensor.to(device, /*non_blocking=*/true);
-  return batch;
-}
-
 }  // namespace
 
 class Trainer::Impl {
@@ -299,7 +292,8 @@ absl::StatusOr<core::Batch> Trainer::Impl::NextTrainBatch() {
     if (!batch.ok()) return batch.status();
     if (batch->has_value()) {
       ++state_.batch_in_epoch;
-      return ToDevice(std::move(**batch), device_);
+      (*batch)->To(device_);
+      return std::move(**batch);
     }
     VISION_RETURN_IF_ERROR(StartEpoch(state_.epoch + 1, 0));
   }

@@ -20,7 +20,7 @@
 #include "core/config/loader.h"
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
-#include "data/augmentations/rle.h"
+#include "core/run_length_mask.h"
 #include "data/loader/loader.h"
 #include "distributed/sampler/distributed_sampler.h"
 #include "tools/flags_util.h"
@@ -88,7 +88,7 @@ cv::Mat Draw(const core::Sample& s) {
       cv::fillPoly(mask, std::vector<std::vector<cv::Point>>{points}, cv::Scalar(1));
     }
     if (o.rle.height > 0) {
-      absl::StatusOr<cv::Mat> decoded = data::augmentations::DecodeRle(o.rle);
+      absl::StatusOr<cv::Mat> decoded = core::DecodeRle(o.rle);
       if (decoded.ok() && decoded->size() == image.size()) mask |= *decoded;
     }
     cv::Mat tinted = image.clone();

@@ -21,7 +21,7 @@
 #include "core/sample.h"
 #include "data/augmentations/augmentations.pb.h"
 #include "data/augmentations/geometry.h"
-#include "data/augmentations/rle.h"
+#include "core/run_length_mask.h"
 #include "data/augmentations/test_util.h"
 #include "gtest/gtest.h"
 
@@ -71,7 +71,7 @@ core::Sample MakeSample(uint64_t seed) {
       object.polygons = {text.polygon};
       object.box = PointBounds(text.polygon);
     } else {
-      object.rle = EncodeRle(mask);
+      object.rle = core::EncodeRle(mask);
       object.box = cv::Rect2f(cv::boundingRect(mask));
     }
     sample.texts.push_back(text);
@@ -213,7 +213,7 @@ TEST_P(GeometricPropertyTest, RastersAndCoordinatesAgree) {
       const cv::Mat from_raster = sample.semantic == k + 1;
       cv::Mat mask(size, CV_8U, cv::Scalar(0));
       if (object.rle.height > 0) {
-        absl::StatusOr<cv::Mat> decoded = DecodeRle(object.rle);
+        absl::StatusOr<cv::Mat> decoded = core::DecodeRle(object.rle);
         ASSERT_TRUE(decoded.ok()) << decoded.status();
         mask = *decoded;
         // An RLE mask is warped like the label map, so it matches it exactly.

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "data/augmentations/rle.h"
+#include "core/run_length_mask.h"
 #include "polyclipping/clipper.hpp"
 
 namespace vision::data::augmentations {
@@ -143,13 +143,13 @@ absl::StatusOr<bool> WarpObject(const cv::Matx23d& m, bool mirrored, cv::Size so
           object->rle.width, " but the image is ", source.height, "x", source.width,
           "; masks must be stored at the image's size"));
     }
-    absl::StatusOr<cv::Mat> mask = DecodeRle(object->rle);
+    absl::StatusOr<cv::Mat> mask = core::DecodeRle(object->rle);
     if (!mask.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("annotation ", object->annotation_id, ": ", mask.status().message()));
     }
     const cv::Mat warped = WarpRaster(*mask, m, canvas, cv::INTER_NEAREST, cv::Scalar(0));
-    object->rle = EncodeRle(warped);
+    object->rle = core::EncodeRle(warped);
     if (!has_polygons) {
       area = cv::countNonZero(warped);
       if (area > 0) object->box = cv::Rect2f(cv::boundingRect(warped));

@@ -3,7 +3,7 @@
 #include <random>
 
 #include "core/sample.h"
-#include "data/augmentations/rle.h"
+#include "core/run_length_mask.h"
 #include "data/augmentations/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -27,11 +27,11 @@ TEST(RleTest, EncodesColumnMajorStartingWithBackground) {
   const cv::Mat mask = (cv::Mat_<uint8_t>(2, 3) << 0, 1, 1,  //
                         0, 0, 1);
   // Column-major: 0 0 | 1 0 | 1 1.
-  const core::RunLengthMask rle = EncodeRle(mask);
+  const core::RunLengthMask rle = core::EncodeRle(mask);
   EXPECT_EQ(rle.height, 2);
   EXPECT_EQ(rle.width, 3);
   EXPECT_EQ(rle.counts, (std::vector<uint32_t>{2, 1, 1, 2}));
-  absl::StatusOr<cv::Mat> decoded = DecodeRle(rle);
+  absl::StatusOr<cv::Mat> decoded = core::DecodeRle(rle);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(cv::countNonZero(*decoded != mask), 0);
 }
@@ -39,16 +39,16 @@ TEST(RleTest, EncodesColumnMajorStartingWithBackground) {
 TEST(RleTest, RoundTripsRandomMasks) {
   cv::Mat mask(13, 17, CV_8U);
   cv::RNG(5).fill(mask, cv::RNG::UNIFORM, 0, 2);
-  absl::StatusOr<cv::Mat> decoded = DecodeRle(EncodeRle(mask));
+  absl::StatusOr<cv::Mat> decoded = core::DecodeRle(core::EncodeRle(mask));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(cv::countNonZero(*decoded != mask), 0);
 }
 
 TEST(RleTest, RejectsCountsOfAnotherSize) {
   core::RunLengthMask rle{2, 3, {2, 1, 1}};
-  EXPECT_THAT(DecodeRle(rle).status().message(), HasSubstr("cover 4 of the mask's 6"));
+  EXPECT_THAT(core::DecodeRle(rle).status().message(), HasSubstr("cover 4 of the mask's 6"));
   rle.counts = {2, 1, 1, 5};
-  EXPECT_THAT(DecodeRle(rle).status().message(), HasSubstr("exceed"));
+  EXPECT_THAT(core::DecodeRle(rle).status().message(), HasSubstr("exceed"));
 }
 
 TEST(WarpRasterTest, IntegerTranslationCopiesExactlyAndFills) {
@@ -117,13 +117,13 @@ TEST(WarpSampleTest, RleObjectMovesWithImageAndGetsItsBox) {
   cv::Mat mask(10, 20, CV_8U, cv::Scalar(0));
   mask(cv::Rect(4, 2, 5, 3)).setTo(1);
   core::ObjectInstance object;
-  object.rle = EncodeRle(mask);
+  object.rle = core::EncodeRle(mask);
   object.box = cv::Rect2f(4, 2, 5, 3);
   sample.objects.push_back(object);
   ASSERT_TRUE(WarpSample(Translation(3, 1), cv::Size(20, 10), WarpParams(), &sample).ok());
   ASSERT_EQ(sample.objects.size(), 1u);
   EXPECT_EQ(sample.objects[0].box, cv::Rect2f(7, 3, 5, 3));
-  absl::StatusOr<cv::Mat> moved = DecodeRle(sample.objects[0].rle);
+  absl::StatusOr<cv::Mat> moved = core::DecodeRle(sample.objects[0].rle);
   ASSERT_TRUE(moved.ok());
   EXPECT_EQ(cv::countNonZero(*moved), 15);
   EXPECT_EQ(cv::countNonZero((*moved)(cv::Rect(7, 3, 5, 3))), 15);
@@ -138,7 +138,7 @@ TEST(WarpSampleTest, RejectsRastersOfAnotherSize) {
   sample = BlankSample(20, 10);
   core::ObjectInstance object;
   object.annotation_id = 77;
-  object.rle = EncodeRle(cv::Mat(4, 4, CV_8U, cv::Scalar(1)));
+  object.rle = core::EncodeRle(cv::Mat(4, 4, CV_8U, cv::Scalar(1)));
   sample.objects.push_back(object);
   EXPECT_THAT(WarpSample(Translation(1, 0), cv::Size(20, 10), WarpParams(), &sample).message(),
               HasSubstr("annotation 77: RLE mask is 4x4"));

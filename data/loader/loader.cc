@@ -24,6 +24,9 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Batch::targets' name of the samples' label maps.
+constexpr char kSemantic[] = "semantic";
+
 std::string SampleName(const core::Sample& sample, int64_t index) {
   if (!sample.image_path.empty()) return sample.image_path;
   if (!sample.id.empty()) return sample.id;
@@ -153,20 +156,47 @@ absl::StatusOr<core::Sample> LoadSample(const core::Dataset& dataset,
   return sample;
 }
 
-absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples, bool pin_memory,
-                                    BatchMemoryPool* pool) {
+absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples,
+                                    const CollateOptions& options) {
   if (samples.empty()) return absl::InvalidArgumentError("cannot collate an empty batch");
+  const int64_t n = static_cast<int64_t>(samples.size());
   int height = 0, width = 0;
-  for (const core::Sample& s : samples) {
+  for (int64_t i = 0; i < n; ++i) {
+    core::Sample& s = samples[i];
     if (s.image.empty() || s.image.channels() != 3) {
       return absl::InvalidArgumentError(
-          absl::StrCat(s.image_path, ": expected a 3-channel image, got ", s.image.channels()));
+          absl::StrCat(SampleName(s, i), ": expected a 3-channel image, got ", s.image.channels()));
     }
     height = std::max(height, s.image.rows);
     width = std::max(width, s.image.cols);
+    // Label maps travel with the dense targets (a header, no copy), padded with the ignore label.
+    if (s.semantic.empty() != samples.front().semantic.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          SampleName(s, i), s.semantic.empty() ? " has no" : " has a",
+          " label map where the batch's first sample ",
+          s.semantic.empty() ? "has one" : "has none", "; a dataset must give every sample one or none"));
+    }
+    if (!s.semantic.empty()) {
+      if (s.targets.count(kSemantic) > 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            SampleName(s, i), ": the target generator made a map named '", kSemantic,
+            "', the name of the label map; rename it"));
+      }
+      if (s.semantic.type() != CV_8U || s.semantic.rows != s.image.rows ||
+          s.semantic.cols != s.image.cols) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            SampleName(s, i), ": the label map must be 8-bit and of the image's size (",
+            s.image.cols, "x", s.image.rows, "), got type ", s.semantic.type(), " and ",
+            s.semantic.cols, "x", s.semantic.rows));
+      }
+      s.targets[kSemantic] = s.semantic;
+    }
   }
-  const int64_t n = static_cast<int64_t>(samples.size());
-  // Whether some image or map is smaller than the batch, which is then zero-padded.
+  auto pad_value = [&](const std::string& name) -> float {
+    if (name == kSemantic) return core::kIgnoreLabel;
+    return options.targets != nullptr ? options.targets->PadValue(name) : 0.0f;
+  };
+  // Whether some image or map is smaller than the batch, which is then padded.
   bool padded = false;
   for (const core::Sample& s : samples) {
     padded = padded || s.image.rows != height || s.image.cols != width;
@@ -195,24 +225,34 @@ absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples, bool pin_
       padded = padded || map.rows != height || map.cols != width;
     }
   }
-  auto make = [&](at::IntArrayRef sizes, at::ScalarType type) {
-    if (pin_memory) {
+  auto make = [&](at::IntArrayRef sizes, at::ScalarType type, float pad) {
+    at::Tensor t;
+    if (options.pin_memory) {
       // Page-locked memory from LibTorch's caching host allocator, which keeps a block from
       // reuse until the non-blocking copy to the GPU that reads it has finished (our pool
       // cannot know when that is).
-      const auto options = at::TensorOptions().dtype(type).pinned_memory(true);
-      return padded ? at::zeros(sizes, options) : at::empty(sizes, options);
+      t = at::empty(sizes, at::TensorOptions().dtype(type).pinned_memory(true));
+      if (padded) t.fill_(pad);
+      return t;
     }
-    if (pool != nullptr) return pool->NewTensor(sizes, type, /*zero=*/padded);
-    return padded ? at::zeros(sizes, type) : at::empty(sizes, type);
+    if (options.pool != nullptr) {
+      t = options.pool->NewTensor(sizes, type, /*zero=*/padded && pad == 0.0f);
+    } else {
+      t = padded && pad == 0.0f ? at::zeros(sizes, type) : at::empty(sizes, type);
+    }
+    if (padded && pad != 0.0f) t.fill_(pad);
+    return t;
   };
   core::Batch batch;
-  batch.images = make({n, 3, height, width}, at::kFloat);
+  batch.images = make({n, 3, height, width}, at::kFloat, 0.0f);
+  batch.image_sizes = at::empty({n, 2}, at::kLong);
   for (const auto& [name, map] : samples.front().targets) {
-    batch.targets[name] = make({n, height, width}, TargetType(map));
+    batch.targets[name] = make({n, height, width}, TargetType(map), pad_value(name));
   }
   for (int64_t i = 0; i < n; ++i) {
     core::Sample& s = samples[i];
+    batch.image_sizes[i][0] = s.image.rows;
+    batch.image_sizes[i][1] = s.image.cols;
     CopyImage(s.image, batch.images[i]);
     for (auto& [name, tensor] : batch.targets) CopyMap(s.targets.at(name), tensor[i]);
     s.image.release();
@@ -264,13 +304,28 @@ absl::StatusOr<core::Batch> DataLoader::MakeBatch(int64_t batch_index) {
   const int64_t begin = batch_index * b;
   const int64_t end = std::min<int64_t>(begin + b, static_cast<int64_t>(indices_.size()));
   std::vector<core::Sample> samples;
+  std::vector<std::map<std::string, at::Tensor>> instances;
   samples.reserve(end - begin);
   for (int64_t i = begin; i < end; ++i) {
     absl::StatusOr<core::Sample> sample = LoadSample(dataset_, augmentations_, targets_.get(),
                                                      indices_[i], options_.seed, epoch_,
                                                      options_.keep_ground_truth);
+    std::map<std::string, at::Tensor> per_image;
+    if (sample.ok() && targets_ != nullptr) {
+      try {
+        if (absl::Status s = targets_->GenerateInstances(*sample, &per_image); !s.ok()) {
+          sample = absl::Status(s.code(), absl::StrCat(SampleName(*sample, indices_[i]),
+                                                       ": target generation: ", s.message()));
+        }
+      } catch (const c10::Error& e) {
+        sample = absl::InternalError(absl::StrCat(SampleName(*sample, indices_[i]),
+                                                  ": target generation: ",
+                                                  e.what_without_backtrace()));
+      }
+    }
     if (sample.ok()) {
       samples.push_back(std::move(sample).value());
+      if (!per_image.empty()) instances.push_back(std::move(per_image));
     } else if (options_.skip_bad_samples) {
       skipped_samples_.fetch_add(1);
       std::fprintf(stderr, "warning: skipping bad sample %lld: %s\n",
@@ -286,7 +341,24 @@ absl::StatusOr<core::Batch> DataLoader::MakeBatch(int64_t batch_index) {
     return absl::DataLossError(absl::StrCat("every sample of batch ", batch_index, " was bad"));
   }
   try {
-    return Collate(std::move(samples), options_.pin_memory, memory_.get());
+    CollateOptions collate;
+    collate.pin_memory = options_.pin_memory;
+    collate.pool = memory_.get();
+    collate.targets = targets_.get();
+    absl::StatusOr<core::Batch> batch = Collate(std::move(samples), collate);
+    if (!batch.ok() || instances.empty()) return batch;
+    if (instances.size() != batch->samples.size()) {
+      return absl::InternalError(absl::StrCat(
+          "the target generator made per-image targets for ", instances.size(), " of ",
+          batch->samples.size(), " samples of batch ", batch_index, "; it must make them for all or none"));
+    }
+    if (options_.pin_memory) {
+      for (auto& image : instances) {
+        for (auto& [name, tensor] : image) tensor = tensor.pin_memory();
+      }
+    }
+    batch->instances = std::move(instances);
+    return batch;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("collating batch ", batch_index, ": ",
                                             e.what_without_backtrace()));

@@ -82,15 +82,27 @@ absl::StatusOr<core::Sample> LoadSample(const core::Dataset& dataset,
                                         uint64_t seed, int64_t epoch,
                                         bool keep_ground_truth = false);
 
-// Stacks images into [N, 3, H, W] float and each target into [N, H, W], zero-padding to the
-// largest height and width (bottom and right). 8-bit BGR images become RGB in [0, 1]; float
-// images (after Normalize) are taken as they are (RGB). Targets keep their element type:
-// CV_8U maps (binary masks) become uint8 tensors, to be converted by the model on its device
-// (a quarter of the memory and host-to-device traffic of float); other maps become float.
-// Every sample must have the first sample's targets, single-channel, of the same kind.
-// Sample images and targets are released. The tensors come from `pool` when given.
-absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples, bool pin_memory,
-                                    BatchMemoryPool* pool = nullptr);
+struct CollateOptions {
+  // Page-locked tensors (for non-blocking copies to a CUDA device).
+  bool pin_memory = false;
+  // Where unpinned tensors come from, when given.
+  BatchMemoryPool* pool = nullptr;
+  // Says what each generated map is padded with (0 without a generator).
+  const core::TargetGenerator* targets = nullptr;
+};
+
+// Stacks images into [N, 3, H, W] float and each dense target into [N, H, W], padding to the
+// largest height and width (bottom and right; images with 0, maps with their PadValue), and
+// records each image's size before padding (Batch::image_sizes). 8-bit BGR images become RGB
+// in [0, 1]; float images (after Normalize) are taken as they are (RGB). Targets keep their
+// element type: CV_8U maps (binary masks) become uint8 tensors, to be converted by the model
+// on its device (a quarter of the memory and host-to-device traffic of float); other maps
+// become float. Label maps (Sample::semantic) become the uint8 target "semantic", padded with
+// core::kIgnoreLabel. Every sample must have the first sample's targets, single-channel, of
+// the same kind, and all or none a label map of its image's size. Sample images and targets
+// are released.
+absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples,
+                                    const CollateOptions& options = {});
 
 class DataLoader {
  public:

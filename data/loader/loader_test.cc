@@ -130,7 +130,7 @@ TEST(DataLoaderTest, CollatePadsAndConvertsToRgbUnitRange) {
   samples[1].targets["m"] = cv::Mat(4, 2, CV_32F, cv::Scalar(1.0));
   samples[0].targets["b"] = cv::Mat(2, 3, CV_8U, cv::Scalar(1));
   samples[1].targets["b"] = cv::Mat(4, 2, CV_8U, cv::Scalar(3));
-  auto batch = Collate(std::move(samples), false);
+  auto batch = Collate(std::move(samples));
   ASSERT_TRUE(batch.ok()) << batch.status();
   EXPECT_EQ(batch->images.sizes(), (at::IntArrayRef{2, 3, 4, 3}));
   EXPECT_FLOAT_EQ(batch->images[0][0][1][2].item<float>(), 0.2f);  // R = 51 / 255
@@ -161,7 +161,7 @@ TEST(DataLoaderTest, CollateOfEqualSizesWritesEveryElement) {
     s.image = normalized;
     s.targets["b"] = map;
   }
-  auto batch = Collate(std::move(samples), false);
+  auto batch = Collate(std::move(samples));
   ASSERT_TRUE(batch.ok()) << batch.status();
   for (int64_t i = 0; i < 2; ++i) {
     for (int c = 0; c < 3; ++c) {
@@ -182,13 +182,104 @@ TEST(DataLoaderTest, CollateRejectsTargetsOfMixedTypesOrTooLarge) {
   for (core::Sample& s : samples) s.image = cv::Mat(4, 4, CV_8UC3, cv::Scalar(0, 0, 0));
   samples[0].targets["t"] = cv::Mat(4, 4, CV_8U, cv::Scalar(1));
   samples[1].targets["t"] = cv::Mat(4, 4, CV_32F, cv::Scalar(1));
-  auto mixed = Collate(samples, false);
+  auto mixed = Collate(samples);
   EXPECT_EQ(mixed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(mixed.status().message(), HasSubstr("b.jpg: target 't' has OpenCV type"));
 
   samples[1].targets["t"] = cv::Mat(5, 4, CV_8U, cv::Scalar(1));
-  auto large = Collate(samples, false);
+  auto large = Collate(samples);
   EXPECT_THAT(large.status().message(), HasSubstr("b.jpg: target 't' is 4x5, larger than"));
+}
+
+// A generated map padded with -1, and per-image targets holding the image's height.
+class PaddedMapAndCounts : public core::TargetGenerator {
+ public:
+  absl::Status Generate(core::Sample* s) const override {
+    s->targets["d"] = cv::Mat(s->image.rows, s->image.cols, CV_32F, cv::Scalar(2.0));
+    return absl::OkStatus();
+  }
+  float PadValue(const std::string& name) const override { return name == "d" ? -1.0f : 0.0f; }
+  absl::Status GenerateInstances(const core::Sample& s,
+                                 std::map<std::string, at::Tensor>* out) const override {
+    (*out)["rows"] = at::full({s.image.rows % 3 + 1}, s.image.rows, at::kLong);
+    return absl::OkStatus();
+  }
+};
+
+TEST(DataLoaderTest, CollateRecordsSizesAndPadsLabelMapsWithIgnoreAndMapsWithTheirValue) {
+  std::vector<core::Sample> samples(2);
+  samples[0].image = cv::Mat(2, 3, CV_8UC3, cv::Scalar(0, 0, 0));
+  samples[1].image = cv::Mat(4, 2, CV_8UC3, cv::Scalar(0, 0, 0));
+  samples[0].semantic = cv::Mat(2, 3, CV_8U, cv::Scalar(7));
+  samples[1].semantic = cv::Mat(4, 2, CV_8U, cv::Scalar(3));
+  PaddedMapAndCounts generator;
+  for (core::Sample& s : samples) ASSERT_TRUE(generator.Generate(&s).ok());
+  CollateOptions options;
+  options.targets = &generator;
+  auto batch = Collate(std::move(samples), options);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_TRUE(at::equal(batch->image_sizes, at::tensor({2, 3, 4, 2}, at::kLong).view({2, 2})));
+  const at::Tensor semantic = batch->targets.at("semantic");
+  ASSERT_EQ(semantic.scalar_type(), at::kByte);
+  ASSERT_EQ(semantic.sizes(), (at::IntArrayRef{2, 4, 3}));
+  // Image 0: 6 pixels of 7, 6 of padding; image 1: 8 of 3, 4 of padding.
+  EXPECT_EQ((semantic[0] == 7).sum().item<int64_t>(), 6);
+  EXPECT_EQ((semantic[0] == core::kIgnoreLabel).sum().item<int64_t>(), 6);
+  EXPECT_EQ((semantic[1] == 3).sum().item<int64_t>(), 8);
+  EXPECT_EQ(semantic[1][3][2].item<uint8_t>(), core::kIgnoreLabel);
+  const at::Tensor d = batch->targets.at("d");
+  EXPECT_EQ((d == 2.0f).sum().item<int64_t>(), 6 + 8);
+  EXPECT_EQ((d == -1.0f).sum().item<int64_t>(), 6 + 4);
+}
+
+TEST(DataLoaderTest, CollateRejectsLabelMapsOnSomeSamplesOnly) {
+  std::vector<core::Sample> samples(2);
+  samples[1].image_path = "b.png";
+  for (core::Sample& s : samples) s.image = cv::Mat(4, 4, CV_8UC3, cv::Scalar(0, 0, 0));
+  samples[0].semantic = cv::Mat(4, 4, CV_8U, cv::Scalar(1));
+  auto batch = Collate(samples);
+  EXPECT_THAT(batch.status().message(), HasSubstr("b.png has no label map where the batch's first sample has one"));
+  samples[1].semantic = cv::Mat(3, 4, CV_8U, cv::Scalar(1));
+  batch = Collate(samples);
+  EXPECT_THAT(batch.status().message(), HasSubstr("b.png: the label map must be 8-bit and of the image's size (4x4)"));
+}
+
+TEST(DataLoaderTest, PerImageTargetsAreMadeInTheWorkersAndKeptPerImage) {
+  FakeDataset dataset(6);
+  LoaderOptions options;
+  options.batch_size = 3;
+  options.num_workers = 2;
+  DataLoader loader(dataset, {}, std::make_shared<PaddedMapAndCounts>(), options);
+  loader.StartEpoch(0, {0, 1, 2, 3, 4, 5});
+  int batches = 0;
+  while (true) {
+    auto batch = loader.Next();
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    if (!batch->has_value()) break;
+    const core::Batch& b = **batch;
+    ASSERT_EQ(b.instances.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      // FakeDataset's images are 8 rows high.
+      EXPECT_TRUE(at::equal(b.instances[i].at("rows"), at::full({8 % 3 + 1}, 8, at::kLong)));
+    }
+    EXPECT_TRUE(at::equal(b.image_sizes.select(1, 0), at::full({3}, 8, at::kLong)));
+    ++batches;
+  }
+  EXPECT_EQ(batches, 2);
+}
+
+TEST(BatchTest, ToMovesEveryTensorAndKeepsSizesOnTheHost) {
+  core::Batch batch;
+  batch.images = at::zeros({1, 3, 2, 2}, at::kDouble);
+  batch.image_sizes = at::tensor({2, 2}, at::kLong).view({1, 2});
+  batch.targets["m"] = at::ones({1, 2, 2});
+  batch.instances = {{{"boxes", at::zeros({0, 4})}}};
+  // The meta device moves tensors without memory: what moved shows in .device().
+  batch.To(c10::Device(c10::DeviceType::Meta));
+  EXPECT_TRUE(batch.images.is_meta());
+  EXPECT_TRUE(batch.targets.at("m").is_meta());
+  EXPECT_TRUE(batch.instances[0].at("boxes").is_meta());
+  EXPECT_TRUE(batch.image_sizes.device().is_cpu());
 }
 
 TEST(BatchMemoryPoolTest, ReusesFreedBuffersThatFitAndKeepsAtMostTheLimit) {

@@ -208,7 +208,11 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> CreateProcessGroup(
   try {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(options.master_port);
-    store_options.isServer = options.rank == 0;
+    // Under torchrun the agent already serves a store on MASTER_PORT and says so; rank 0 then
+    // joins it as a client like the others (LibTorch would otherwise log a failed bind first).
+    const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    const bool use_agent_store = agent_store != nullptr && std::string(agent_store) == "True";
+    store_options.isServer = options.rank == 0 && !use_agent_store;
     // Waiting for workers inside the constructor would hide which rank is missing; the
     // rendezvous below does the waiting and names them.
     store_options.waitWorkers = false;

@@ -49,7 +49,8 @@ struct ProcessGroupOptions {
 ProcessGroupOptions OptionsFromEnv(const env::DistributedEnv& env, const std::string& backend,
                                    std::chrono::milliseconds timeout);
 
-// Rank 0 hosts a c10d::TCPStore at master_addr:master_port, the other ranks connect to it.
+// Rank 0 hosts a c10d::TCPStore at master_addr:master_port (under torchrun, whose agent hosts
+// it, TORCHELASTIC_USE_AGENT_STORE=True, rank 0 joins as a client too), the other ranks connect.
 // Each rank then announces itself under "vision/rendezvous/rank/<r>" and waits for all others;
 // when some rank does not join within `timeout` every waiting rank fails with an error that
 // lists the missing ranks. Only then is the backend's group created.

@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "data/datasets/coco/coco_rle.h"
+#include "core/run_length_mask.h"
 
 namespace vision::data::datasets::coco {
 namespace {
@@ -179,7 +179,7 @@ absl::StatusOr<core::RunLengthMask> ParseRle(const Json& segmentation, int width
   rle.height = height;
   rle.width = width;
   if (counts->is_string()) {
-    absl::StatusOr<std::vector<uint32_t>> runs = DecodeCocoRleString(counts->get<std::string>());
+    absl::StatusOr<std::vector<uint32_t>> runs = core::DecodeCocoRleString(counts->get<std::string>());
     if (!runs.ok()) return runs.status();
     rle.counts = std::move(runs).value();
   } else if (counts->is_array()) {

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "core/dataset.h"
-#include "data/augmentations/rle.h"
+#include "core/run_length_mask.h"
 #include "data/datasets/coco/coco.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/any.pb.h"
@@ -69,7 +69,7 @@ std::vector<float> BoxValues(const cv::Rect2f& box) {
 
 // Decodes an RLE mask and returns its pixel count and bounding rectangle.
 std::pair<int, cv::Rect> MaskExtent(const core::RunLengthMask& rle) {
-  absl::StatusOr<cv::Mat> mask = augmentations::DecodeRle(rle);
+  absl::StatusOr<cv::Mat> mask = core::DecodeRle(rle);
   EXPECT_TRUE(mask.ok()) << mask.status();
   if (!mask.ok()) return {-1, cv::Rect()};
   std::vector<cv::Point> pixels;

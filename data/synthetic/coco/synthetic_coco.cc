@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "data/augmentations/rle.h"
-#include "data/datasets/coco/coco_rle.h"
+#include "core/run_length_mask.h"
+#include "core/run_length_mask.h"
 #include "data/synthetic/clutter.h"
 #include "data/synthetic/dataset_files.h"
 #include "data/synthetic/seeded_random.h"
@@ -283,11 +283,11 @@ OrderedJson AnnotationJson(const SyntheticObject& object, int64_t id, int64_t im
     }
     annotation["segmentation"] = OrderedJson::array({flat});
   } else {
-    const core::RunLengthMask rle = augmentations::EncodeRle(object.mask);
+    const core::RunLengthMask rle = core::EncodeRle(object.mask);
     OrderedJson segmentation;
     segmentation["size"] = {rle.height, rle.width};
     if (object.encoding == MaskEncoding::kRleString) {
-      segmentation["counts"] = datasets::coco::EncodeCocoRleString(rle.counts);
+      segmentation["counts"] = core::EncodeCocoRleString(rle.counts);
     } else {
       segmentation["counts"] = rle.counts;
     }

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/sample.h"
-#include "data/augmentations/rle.h"
+#include "core/run_length_mask.h"
 #include "data/datasets/coco/coco.pb.h"
 #include "data/datasets/coco/coco_dataset.h"
 #include "data/synthetic/testing/file_tree.h"
@@ -236,7 +236,7 @@ TEST(SyntheticCocoTest, WrittenDatasetLoadsWithTheCocoPlugin) {
           mask = RasterisePolygon(loaded.polygons[0], sample->image.size());
         } else {
           EXPECT_TRUE(loaded.polygons.empty());
-          absl::StatusOr<cv::Mat> decoded = augmentations::DecodeRle(loaded.rle);
+          absl::StatusOr<cv::Mat> decoded = core::DecodeRle(loaded.rle);
           ASSERT_TRUE(decoded.ok()) << decoded.status();
           mask = *decoded;
         }

@@ -1,4 +1,8 @@
-// COCO's compressed RLE strings: the "counts" of a segmentation written as a string, e.g.
+// The run-length codec beside the type it serves (core::RunLengthMask, core/sample.h):
+// masks <-> 8-bit rasters, so mask annotations can be warped like images and rasterised into
+// training targets, and COCO's compressed RLE strings.
+//
+// Compressed strings: the "counts" of a segmentation written as a string, e.g.
 // {"size": [240, 320], "counts": "Ph0111jg0"}, as pycocotools' maskApi.c (rleToString,
 // rleFrString) reads and writes them.
 //
@@ -6,17 +10,28 @@
 // tests `i > 2`), then written like LEB128 but in 6-bit groups: five value bits per character,
 // least significant first, 0x20 set while more characters follow, and bit 0x10 of the last
 // character the sign; the character is the group plus 48, so '0' (48) to 'o' (111).
-#ifndef VISION_DATA_DATASETS_COCO_COCO_RLE_H_
-#define VISION_DATA_DATASETS_COCO_COCO_RLE_H_
+#ifndef VISION_CORE_RUN_LENGTH_MASK_H_
+#define VISION_CORE_RUN_LENGTH_MASK_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include <opencv2/core.hpp>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/sample.h"
 
-namespace vision::data::datasets::coco {
+namespace vision::core {
+
+
+// HxW CV_8U, 1 on the mask, 0 elsewhere. Fails when the counts do not add up to H * W.
+absl::StatusOr<cv::Mat> DecodeRle(const RunLengthMask& rle);
+
+// Encodes the non-zero pixels of an HxW CV_8U mask (column-major, background run first).
+RunLengthMask EncodeRle(const cv::Mat& mask);
+
 
 // The run lengths of a compressed counts string. Fails on a character outside '0'..'o', a
 // string that ends inside a value, a value too long for 64 bits, or a run that is negative
@@ -27,6 +42,6 @@ absl::StatusOr<std::vector<uint32_t>> DecodeCocoRleString(absl::string_view coun
 // The compressed counts string of `counts` (the inverse of DecodeCocoRleString).
 std::string EncodeCocoRleString(const std::vector<uint32_t>& counts);
 
-}  // namespace vision::data::datasets::coco
+}  // namespace vision::core
 
-#endif  // VISION_DATA_DATASETS_COCO_COCO_RLE_H_
+#endif  // VISION_CORE_RUN_LENGTH_MASK_H_

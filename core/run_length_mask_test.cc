@@ -1,4 +1,4 @@
-#include "data/datasets/coco/coco_rle.h"
+#include "core/run_length_mask.h"
 
 #include <cstdint>
 #include <random>
@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace vision::data::datasets::coco {
+namespace vision::core {
 namespace {
 
 using ::testing::ElementsAreArray;
@@ -105,4 +105,4 @@ TEST(CocoRleTest, RejectsCorruptStrings) {
 }
 
 }  // namespace
-}  // namespace vision::data::datasets::coco
+}  // namespace vision::core
