@@ -3,11 +3,13 @@
 #define VISION_CORE_DATASET_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "core/plugin.h"
 #include "core/sample.h"
+#include "core/task_metadata.h"
 
 namespace vision::core {
 
@@ -21,6 +23,10 @@ class Dataset {
   virtual absl::StatusOr<Sample> Load(int64_t index) const = 0;
   // One line for logs: format, root, split and size.
   virtual std::string Describe() const = 0;
+  // The annotations' kind and class table, which the pipeline builder checks against the
+  // model, the evaluator and the other split. nullopt states nothing, and nothing is checked:
+  // for fakes and unannotated images, not for a dataset with annotations.
+  virtual std::optional<DatasetMetadata> Metadata() const { return std::nullopt; }
 };
 
 using DatasetRegistry = PluginRegistry<Dataset>;

@@ -7,11 +7,13 @@
 #define VISION_CORE_EVALUATOR_H_
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "core/plugin.h"
 #include "core/sample.h"
+#include "core/task_metadata.h"
 
 namespace vision::core {
 
@@ -30,6 +32,10 @@ class Evaluator {
   virtual std::string SerializeState() const = 0;
   // Adds another rank's state to this one.
   virtual absl::Status MergeState(const std::string& state) = 0;
+
+  // The annotations scored and their number of classes, checked against the evaluation
+  // dataset when the pipeline is built; nullopt states nothing (test evaluators).
+  virtual std::optional<TaskRequirements> DataRequirements() const { return std::nullopt; }
 };
 
 using EvaluatorRegistry = PluginRegistry<Evaluator>;

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "core/plugin.h"
 #include "core/sample.h"
 #include "core/target_generator.h"
+#include "core/task_metadata.h"
 
 namespace vision::core {
 
@@ -41,6 +43,10 @@ class Model : public torch::nn::Module {
     return absl::UnimplementedError(absl::StrCat(
         "activation checkpointing is not supported by this model (", name(), ")"));
   }
+
+  // The annotations the model trains on and the number of classes it predicts, checked
+  // against the datasets when the pipeline is built; nullopt states nothing (test models).
+  virtual std::optional<TaskRequirements> DataRequirements() const { return std::nullopt; }
 };
 
 using ModelRegistry = PluginRegistry<Model>;

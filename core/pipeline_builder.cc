@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/data_agreement.h"
 #include "core/lr_warmup.h"
 #include "core/param_groups.h"
 #include "core/status_macros.h"
@@ -31,6 +32,11 @@ int64_t CountParameters(const torch::nn::Module& module) {
   int64_t count = 0;
   for (const at::Tensor& p : module.parameters()) count += p.numel();
   return count;
+}
+
+// "; trains on text polygons, class-agnostic", or nothing when a plugin states no needs.
+std::string Needs(const char* verb, const std::optional<TaskRequirements>& needs) {
+  return needs ? absl::StrCat("; ", verb, " ", DescribeRequirements(*needs)) : "";
 }
 
 }  // namespace
@@ -122,18 +128,24 @@ absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int wo
   VISION_ASSIGN_OR_RETURN(p.lr_schedule, BuildLrSchedule(config.lr_schedule()));
   VISION_ASSIGN_OR_RETURN(p.comm_strategy, BuildCommStrategy(config.distributed()));
   VISION_ASSIGN_OR_RETURN(p.evaluator, BuildEvaluator(config.evaluation()));
+  VISION_RETURN_IF_ERROR(CheckDataAgreement(config, p.model.get(), p.train_dataset.get(),
+                                            p.eval_dataset.get(), p.evaluator.get()));
   return p;
 }
 
 std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& p) {
   std::vector<std::string> lines;
-  lines.push_back(absl::StrFormat("model:          %s (%.2fM parameters)", config.model().type(),
-                                  CountParameters(*p.model) / 1e6));
+  lines.push_back(absl::StrFormat("model:          %s (%.2fM parameters%s)", config.model().type(),
+                                  CountParameters(*p.model) / 1e6,
+                                  Needs("trains on", p.model->DataRequirements())));
   auto describe_data = [&](const char* role, const DataConfig& data, const Dataset& dataset) {
     std::vector<std::string> augs;
     for (const PluginSpec& spec : data.augmentations()) augs.push_back(spec.type());
     lines.push_back(absl::StrFormat("%-15s %s: %s", absl::StrCat(role, ":"), data.dataset().type(),
                                     dataset.Describe()));
+    if (std::optional<DatasetMetadata> metadata = dataset.Metadata()) {
+      lines.push_back(absl::StrFormat("%s annotations: %s", role, DescribeMetadata(*metadata)));
+    }
     lines.push_back(absl::StrFormat("%-15s %s", absl::StrCat(role, " augment:"),
                                     augs.empty() ? "(none)" : absl::StrJoin(augs, " -> ")));
   };
@@ -161,7 +173,8 @@ std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& 
   lines.push_back(absl::StrFormat(
       "evaluator:      %s",
       p.evaluator ? absl::StrCat(config.evaluation().evaluator().type(), " (main metric ",
-                                 p.evaluator->MainMetric(), ")")
+                                 p.evaluator->MainMetric(),
+                                 Needs("scores", p.evaluator->DataRequirements()), ")")
                   : std::string("(none)")));
   lines.push_back(absl::StrFormat("device:         %s, mixed precision %s", config.device(),
                                   config.mixed_precision().enabled()

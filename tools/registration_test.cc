@@ -1,10 +1,13 @@
 // Links every plugin of //tools:all_plugins, checks that each expected name is registered, and
 // dry-runs every shipped .pbtxt (passed as arguments): loads it, then builds every component
-// through the registries, with dataset roots pointed at the fixtures in testdata/.
+// through the registries, with each dataset pointed at the test data in testdata/ for its type.
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/augmentation.h"
 #include "core/backbone.h"
@@ -16,41 +19,64 @@
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "core/pipeline_builder.h"
-#include "google/protobuf/message.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace vision::tools {
 namespace {
 
+using ::testing::HasSubstr;
+
 std::vector<std::string>* config_paths = nullptr;
 
-// A fixture for each dataset type, so shipped configs with user paths can be dry-run.
+// The test data of each dataset type: options (text format) merged over a config's dataset
+// options as --override merges them, field by field, so that a config's other options (its
+// split) stay. Shipped configs of a new model need nothing here; a new dataset type needs an
+// entry, and its testdata files in this test's `data`.
 const std::map<std::string, std::string>& DatasetFixtures() {
   static const auto* fixtures = new std::map<std::string, std::string>{
-      {"ICDAR2015", "testdata/icdar2015"},
+      {"COCO", R"pb([type.googleapis.com/vision.data.datasets.CocoOptions] {
+                      root: "testdata/coco"
+                      annotation_file: "annotations/instances_tiny.json"
+                      image_dir: "images"
+                    })pb"},
+      {"Cityscapes", R"pb([type.googleapis.com/vision.data.datasets.CityscapesOptions] {
+                            root: "testdata/cityscapes"
+                          })pb"},
+      {"ICDAR2015", R"pb([type.googleapis.com/vision.data.datasets.ICDAR2015Options] {
+                           root: "testdata/icdar2015"
+                         })pb"},
   };
   return *fixtures;
 }
 
-// Sets the `root` field of a dataset's options (every dataset options message has one).
-void PointAtFixture(core::DataConfig* data) {
-  core::PluginSpec* dataset = data->mutable_dataset();
-  auto fixture = DatasetFixtures().find(dataset->type());
-  ASSERT_NE(fixture, DatasetFixtures().end())
-      << "no fixture for dataset '" << dataset->type() << "': add one to DatasetFixtures()";
-  const std::string& url = dataset->options().type_url();
-  const google::protobuf::Descriptor* type =
-      google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(
-          url.substr(url.rfind('/') + 1));
-  ASSERT_NE(type, nullptr) << url;
-  std::unique_ptr<google::protobuf::Message> options(
-      google::protobuf::MessageFactory::generated_factory()->GetPrototype(type)->New());
-  ASSERT_TRUE(dataset->options().UnpackTo(options.get()));
-  const google::protobuf::FieldDescriptor* root = type->FindFieldByName("root");
-  ASSERT_NE(root, nullptr) << type->full_name() << " has no `root` field";
-  options->GetReflection()->SetString(options.get(), root, fixture->second);
-  dataset->mutable_options()->PackFrom(*options);
+// The override that points `field` ("train_data") of a config whose dataset is `type` at the
+// type's test data.
+absl::StatusOr<std::string> FixtureOverride(const std::string& field, const std::string& type) {
+  auto fixture = DatasetFixtures().find(type);
+  if (fixture == DatasetFixtures().end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no test data for dataset type '", type, "' (", field,
+        ".dataset.type): add an entry to DatasetFixtures() in tools/registration_test.cc and "
+        "its testdata files to the test's data in tools/BUILD.bazel"));
+  }
+  return absl::StrCat(field, " { dataset { options { ", fixture->second, " } } }");
+}
+
+// The config at `path` with its datasets pointed at their test data.
+absl::StatusOr<core::TrainPipelineConfig> LoadWithFixtures(const std::string& path) {
+  absl::StatusOr<core::TrainPipelineConfig> config = core::LoadPipelineConfig(path);
+  if (!config.ok()) return config.status();
+  std::vector<std::string> overrides;
+  const std::pair<const char*, const core::DataConfig*> roles[] = {
+      {"train_data", &config->train_data()}, {"eval_data", &config->eval_data()}};
+  for (const auto& [field, data] : roles) {
+    if (!data->has_dataset()) continue;
+    absl::StatusOr<std::string> fixture = FixtureOverride(field, data->dataset().type());
+    if (!fixture.ok()) return fixture.status();
+    overrides.push_back(*std::move(fixture));
+  }
+  return core::LoadPipelineConfig(path, overrides);
 }
 
 TEST(RegistrationTest, EveryPluginIsRegistered) {
@@ -58,7 +84,8 @@ TEST(RegistrationTest, EveryPluginIsRegistered) {
   EXPECT_THAT(core::ModelRegistry::Get().Names(), IsSupersetOf({"DBNet"}));
   EXPECT_THAT(core::BackboneRegistry::Get().Names(),
               IsSupersetOf({"ResNet18", "ResNet34", "ResNet50", "ResNet101"}));
-  EXPECT_THAT(core::DatasetRegistry::Get().Names(), IsSupersetOf({"ICDAR2015"}));
+  EXPECT_THAT(core::DatasetRegistry::Get().Names(),
+              IsSupersetOf({"COCO", "Cityscapes", "ICDAR2015"}));
   EXPECT_THAT(core::AugmentationRegistry::Get().Names(),
               IsSupersetOf({"RandomScale", "RandomCrop", "RandomRotate", "HorizontalFlip",
                             "ColorJitter", "Resize", "PadToDivisor", "Normalize"}));
@@ -70,20 +97,36 @@ TEST(RegistrationTest, EveryPluginIsRegistered) {
   EXPECT_THAT(core::EvaluatorRegistry::Get().Names(), IsSupersetOf({"ICDAR2015Hmean"}));
 }
 
+// Each entry of the table reads its test data, so that a config naming its type can dry-run.
+TEST(RegistrationTest, EveryFixtureBuildsADatasetWithMetadata) {
+  for (const auto& [type, options] : DatasetFixtures()) {
+    SCOPED_TRACE(type);
+    core::TrainPipelineConfig config;
+    ASSERT_TRUE(core::MergeConfigText(absl::StrCat("train_data { dataset { type: \"", type,
+                                                   "\" options { ", options, " } } }"),
+                                      type, &config)
+                    .ok());
+    absl::StatusOr<std::unique_ptr<core::Dataset>> dataset =
+        core::BuildDataset(config.train_data(), "train_data");
+    ASSERT_TRUE(dataset.ok()) << dataset.status();
+    EXPECT_GT((*dataset)->Size(), 0);
+    EXPECT_TRUE((*dataset)->Metadata().has_value());
+  }
+}
+
 TEST(RegistrationTest, EveryShippedConfigDryRuns) {
   ASSERT_NE(config_paths, nullptr);
   ASSERT_FALSE(config_paths->empty()) << "no configs passed to the test";
   for (const std::string& path : *config_paths) {
     SCOPED_TRACE(path);
-    absl::StatusOr<core::TrainPipelineConfig> config = core::LoadPipelineConfig(path);
+    absl::StatusOr<core::TrainPipelineConfig> config = LoadWithFixtures(path);
     ASSERT_TRUE(config.ok()) << config.status();
-    PointAtFixture(config->mutable_train_data());
-    if (config->has_eval_data()) PointAtFixture(config->mutable_eval_data());
     for (int world_size : {1, 2}) {
       absl::StatusOr<core::Pipeline> pipeline = core::BuildPipeline(*config, world_size);
       ASSERT_TRUE(pipeline.ok()) << pipeline.status();
       EXPECT_GT(pipeline->train_dataset->Size(), 0);
-      EXPECT_FALSE(core::DescribePipeline(*config, *pipeline).empty());
+      // The dry run shows what the data is, as every shipped dataset states it.
+      EXPECT_THAT(core::DescribePipeline(*config, *pipeline), HasSubstr("train data annotations: "));
     }
   }
 }

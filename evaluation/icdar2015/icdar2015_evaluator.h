@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ class ICDAR2015HmeanEvaluator : public core::Evaluator {
   // {"precision", "recall", "hmean"} over everything added (and merged) since Reset().
   std::map<std::string, double> Compute() const override;
   std::string MainMetric() const override { return "hmean"; }
+  // Text polygons, class-agnostic.
+  std::optional<core::TaskRequirements> DataRequirements() const override {
+    return core::TaskRequirements{core::AnnotationKind::kTextPolygons};
+  }
 
   // Distributed evaluation (core/evaluator.h): the metric is a function of three sums, so the
   // state is those counts, "ICDAR2015Hmean <matched> <care gt> <care det>", and merging adds.

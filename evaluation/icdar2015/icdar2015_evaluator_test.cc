@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -234,6 +235,16 @@ TEST(ICDAR2015HmeanTest, RegisteredWithDefaultsAndRejectsBadOptions) {
   google::protobuf::Any any;
   any.PackFrom(options);
   EXPECT_FALSE(core::EvaluatorRegistry::Get().Create("ICDAR2015Hmean", any).ok());
+}
+
+TEST(ICDAR2015HmeanTest, ScoresClassAgnosticTextPolygons) {
+  absl::StatusOr<std::unique_ptr<core::Evaluator>> evaluator =
+      core::EvaluatorRegistry::Get().Create("ICDAR2015Hmean", google::protobuf::Any());
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+  const std::optional<core::TaskRequirements> needs = (*evaluator)->DataRequirements();
+  ASSERT_TRUE(needs.has_value());
+  EXPECT_EQ(needs->annotation_kind, core::AnnotationKind::kTextPolygons);
+  EXPECT_EQ(needs->num_classes, std::nullopt);
 }
 
 TEST(ICDAR2015HmeanTest, SerializedStateRoundTripsAndBadStatesAreRejected) {

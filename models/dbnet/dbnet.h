@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,11 @@ class DBNetImpl : public core::Model {
   std::vector<core::Sample> Predict(const core::Batch& batch) override;
 
   std::shared_ptr<const core::TargetGenerator> MakeTargetGenerator() const override;
+
+  // Text polygons, class-agnostic: the maps separate text from background.
+  std::optional<core::TaskRequirements> DataRequirements() const override {
+    return core::TaskRequirements{core::AnnotationKind::kTextPolygons};
+  }
 
   // "backbone.<stage>" names go to the backbone (e.g. "backbone.layer4" for a ResNet).
   absl::Status EnableActivationCheckpointing(const std::vector<std::string>& submodules) override;

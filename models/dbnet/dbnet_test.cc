@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,15 @@ TEST(DBNetTest, TargetGeneratorUsesTheLabelOptions) {
   EXPECT_FLOAT_EQ(generator->options().shrink_ratio, 0.5f);
   EXPECT_FLOAT_EQ(generator->options().thresh_max, 0.9f);
   EXPECT_FLOAT_EQ(generator->options().thresh_min, 0.3f);
+}
+
+TEST(DBNetTest, TrainsOnClassAgnosticTextPolygons) {
+  absl::StatusOr<std::unique_ptr<core::Model>> model = CreateModel(TinyOptions());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::optional<core::TaskRequirements> needs = (*model)->DataRequirements();
+  ASSERT_TRUE(needs.has_value());
+  EXPECT_EQ(needs->annotation_kind, core::AnnotationKind::kTextPolygons);
+  EXPECT_EQ(needs->num_classes, std::nullopt);
 }
 
 TEST(DBNetTest, LossesNameAMissingTarget) {

@@ -267,6 +267,19 @@ std::string CityscapesDataset::Describe() const {
                       "): ", Size(), " samples in ", num_cities_, " cities");
 }
 
+std::optional<core::DatasetMetadata> CityscapesDataset::Metadata() const {
+  core::DatasetMetadata metadata;
+  metadata.annotation_kind = core::AnnotationKind::kLabelMaps;
+  metadata.class_names.assign(TrainClassNames().begin(), TrainClassNames().end());
+  metadata.source_ids.resize(kNumTrainClasses);
+  for (const CityscapesLabel& label : CityscapesLabels()) {
+    if (label.train_id != kIgnoreTrainId) metadata.source_ids[label.train_id] = label.id;
+  }
+  metadata.source_id_name = "label id";
+  metadata.ignore_label = kIgnoreTrainId;
+  return metadata;
+}
+
 VISION_REGISTER_PLUGIN(core::DatasetRegistry, "Cityscapes", CityscapesDataset, CityscapesOptions);
 
 }  // namespace vision::data::datasets::cityscapes

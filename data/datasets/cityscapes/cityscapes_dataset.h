@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ class CityscapesDataset : public core::Dataset {
   // the image's file stem ("aachen_000000_000019_leftImg8bit"). Thread-safe: reads only.
   absl::StatusOr<core::Sample> Load(int64_t index) const override;
   std::string Describe() const override;
+  // Label maps of the 19 train ids, whose source ids are the official label ids (road: 7),
+  // with kIgnoreTrainId ignored; the same whichever label_type is read.
+  std::optional<core::DatasetMetadata> Metadata() const override;
 
   // The label map that belongs to an image: aachen_000000_000019_leftImg8bit.png ->
   // aachen_000000_000019_gtFine_labelIds.png.

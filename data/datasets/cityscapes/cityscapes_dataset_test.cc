@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace vision::data::datasets::cityscapes {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // Tests run in the runfiles tree of the workspace, so data paths are workspace-relative.
@@ -223,6 +225,30 @@ TEST(CityscapesDatasetTest, ReadsValSplitAsLabelIdsAndAsTrainIds) {
     EXPECT_EQ(sample->id, "frankfurt_000000_000294_leftImg8bit");
     ExpectSampleImage(sample->image, 150, sample->id);
     ExpectSameMat(sample->semantic, expected, label_type);
+  }
+}
+
+TEST(CityscapesDatasetTest, MetadataIsTheTrainIdsWithTheirLabelIds) {
+  for (const char* label_type : {"labelIds", "labelTrainIds"}) {
+    SCOPED_TRACE(label_type);
+    CityscapesOptions options = Options(kRoot, "val");
+    options.set_label_type(label_type);
+    std::unique_ptr<CityscapesDataset> dataset = MakeDataset(options);
+    ASSERT_NE(dataset, nullptr);
+    const std::optional<core::DatasetMetadata> metadata = dataset->Metadata();
+    ASSERT_TRUE(metadata.has_value());
+    EXPECT_EQ(metadata->annotation_kind, core::AnnotationKind::kLabelMaps);
+    EXPECT_THAT(metadata->class_names,
+                ElementsAre("road", "sidewalk", "building", "wall", "fence", "pole",
+                            "traffic light", "traffic sign", "vegetation", "terrain", "sky",
+                            "person", "rider", "car", "truck", "bus", "train", "motorcycle",
+                            "bicycle"));
+    EXPECT_EQ(metadata->num_classes(), 19);
+    // The label ids of train ids 0..18, from labels.py.
+    EXPECT_THAT(metadata->source_ids, ElementsAre(7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24,
+                                                  25, 26, 27, 28, 31, 32, 33));
+    EXPECT_EQ(metadata->source_id_name, "label id");
+    EXPECT_EQ(metadata->ignore_label, 255);
   }
 }
 

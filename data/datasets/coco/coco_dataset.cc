@@ -503,6 +503,15 @@ absl::StatusOr<core::Sample> CocoDataset::Load(int64_t index) const {
 
 std::string CocoDataset::Describe() const { return description_; }
 
+std::optional<core::DatasetMetadata> CocoDataset::Metadata() const {
+  core::DatasetMetadata metadata;
+  metadata.annotation_kind = core::AnnotationKind::kObjectInstances;
+  metadata.class_names = class_names_;
+  metadata.source_ids = category_ids_;
+  metadata.source_id_name = "category id";
+  return metadata;
+}
+
 VISION_REGISTER_PLUGIN(core::DatasetRegistry, "COCO", CocoDataset, CocoOptions);
 
 }  // namespace vision::data::datasets::coco

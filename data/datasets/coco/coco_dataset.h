@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ class CocoDataset : public core::Dataset {
   // Decodes the image (BGR) and copies its objects. Thread-safe: reads only.
   absl::StatusOr<core::Sample> Load(int64_t index) const override;
   std::string Describe() const override;
+  // Object instances labelled 0..K-1 by the categories sorted by id; source ids are the
+  // category ids.
+  std::optional<core::DatasetMetadata> Metadata() const override;
 
   // Category names by label (categories sorted by id).
   const std::vector<std::string>& class_names() const { return class_names_; }

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -250,6 +251,22 @@ TEST(CocoDatasetTest, BuildsThroughTheRegistry) {
   absl::StatusOr<core::Sample> sample = (*dataset)->Load(2);
   ASSERT_TRUE(sample.ok()) << sample.status();
   EXPECT_EQ(sample->id, "000000000007.png (image id 7)");
+}
+
+TEST(CocoDatasetTest, MetadataLabelsCategoriesInIdOrder) {
+  // instances_tiny.json lists the categories 12 star, 1 circle, 7 triangle, 3 rectangle.
+  for (CocoOptions::EmptyImages empty_images : {CocoOptions::SKIP, CocoOptions::KEEP}) {
+    std::unique_ptr<CocoDataset> dataset = MakeDataset(TinyOptions(empty_images));
+    ASSERT_NE(dataset, nullptr);
+    const std::optional<core::DatasetMetadata> metadata = dataset->Metadata();
+    ASSERT_TRUE(metadata.has_value());
+    EXPECT_EQ(metadata->annotation_kind, core::AnnotationKind::kObjectInstances);
+    EXPECT_THAT(metadata->class_names, ElementsAre("circle", "rectangle", "triangle", "star"));
+    EXPECT_EQ(metadata->num_classes(), 4);
+    EXPECT_THAT(metadata->source_ids, ElementsAre(1, 3, 7, 12));
+    EXPECT_EQ(metadata->source_id_name, "category id");
+    EXPECT_EQ(metadata->ignore_label, std::nullopt);
+  }
 }
 
 TEST(CocoDatasetTest, RejectsBadOptions) {

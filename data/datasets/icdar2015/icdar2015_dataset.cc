@@ -304,6 +304,12 @@ std::string ICDAR2015Dataset::Describe() const {
                       ", gt=", gt_dir_, "): ", Size(), " samples");
 }
 
+std::optional<core::DatasetMetadata> ICDAR2015Dataset::Metadata() const {
+  core::DatasetMetadata metadata;
+  metadata.annotation_kind = core::AnnotationKind::kTextPolygons;
+  return metadata;
+}
+
 VISION_REGISTER_PLUGIN(core::DatasetRegistry, "ICDAR2015", ICDAR2015Dataset, ICDAR2015Options);
 
 }  // namespace vision::data::datasets::icdar2015

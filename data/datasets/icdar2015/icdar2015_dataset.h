@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,8 @@ class ICDAR2015Dataset : public core::Dataset {
   // Decodes img_N.jpg (BGR) and parses gt_img_N.txt. Thread-safe: reads only.
   absl::StatusOr<core::Sample> Load(int64_t index) const override;
   std::string Describe() const override;
+  // Text polygons without classes: transcriptions are not labels.
+  std::optional<core::DatasetMetadata> Metadata() const override;
 
   // The ground-truth file that belongs to an image: img_7.jpg -> gt_img_7.txt.
   static std::string GroundTruthFileName(absl::string_view image_file_name);

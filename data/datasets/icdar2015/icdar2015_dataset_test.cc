@@ -1,6 +1,7 @@
 #include "data/datasets/icdar2015/icdar2015_dataset.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 // Tests run in the runfiles tree of the workspace, so data paths are workspace-relative.
 constexpr char kRoot[] = "testdata/icdar2015";
@@ -221,6 +223,19 @@ TEST(ICDAR2015DatasetTest, BuildsThroughTheRegistry) {
       core::DatasetRegistry::Get().Create("ICDAR2015", any);
   ASSERT_TRUE(dataset.ok()) << dataset.status();
   EXPECT_EQ((*dataset)->Size(), 3);
+}
+
+TEST(ICDAR2015DatasetTest, MetadataIsClassAgnosticTextPolygons) {
+  ICDAR2015Options options;
+  options.set_root(kRoot);
+  std::unique_ptr<ICDAR2015Dataset> dataset = MakeDataset(options);
+  ASSERT_NE(dataset, nullptr);
+  const std::optional<core::DatasetMetadata> metadata = dataset->Metadata();
+  ASSERT_TRUE(metadata.has_value());
+  EXPECT_EQ(metadata->annotation_kind, core::AnnotationKind::kTextPolygons);
+  EXPECT_EQ(metadata->num_classes(), 0);
+  EXPECT_THAT(metadata->source_ids, IsEmpty());
+  EXPECT_EQ(metadata->ignore_label, std::nullopt);
 }
 
 TEST(ICDAR2015DatasetTest, RejectsBadOptions) {
