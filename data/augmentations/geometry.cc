@@ -2,20 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
+#include "core/polygon.h"
 #include "core/run_length_mask.h"
-#include "polyclipping/clipper.hpp"
+#include "core/status_macros.h"
 
 namespace vision::data::augmentations {
 namespace {
-
-// Clipper works on integers: 1/1024 px is far below annotation noise, and coordinates up to
-// 10^6 px stay in Clipper's fast 64-bit range.
-constexpr double kClipperScale = 1024.0;
 
 bool IsIntegerTranslation(const cv::Matx23d& m) {
   return m(0, 0) == 1 && m(0, 1) == 0 && m(1, 0) == 0 && m(1, 1) == 1 &&
@@ -48,41 +43,6 @@ core::Polygon ReorderMirrored(const core::Polygon& polygon) {
   return reordered;
 }
 
-ClipperLib::Path ToPath(const core::Polygon& polygon) {
-  ClipperLib::Path path;
-  path.reserve(polygon.size());
-  for (const cv::Point2f& p : polygon) {
-    path.emplace_back(static_cast<ClipperLib::cInt>(std::llround(p.x * kClipperScale)),
-                      static_cast<ClipperLib::cInt>(std::llround(p.y * kClipperScale)));
-  }
-  return path;
-}
-
-core::Polygon FromPath(const ClipperLib::Path& path) {
-  core::Polygon polygon;
-  polygon.reserve(path.size());
-  for (const ClipperLib::IntPoint& p : path) {
-    polygon.emplace_back(static_cast<float>(p.X / kClipperScale),
-                         static_cast<float>(p.Y / kClipperScale));
-  }
-  return polygon;
-}
-
-// Bounds of all points as an x, y, width, height box.
-cv::Rect2f Bounds(const std::vector<core::Polygon>& polygons) {
-  float x0 = std::numeric_limits<float>::max(), y0 = x0;
-  float x1 = std::numeric_limits<float>::lowest(), y1 = x1;
-  for (const core::Polygon& polygon : polygons) {
-    for (const cv::Point2f& p : polygon) {
-      x0 = std::min(x0, p.x);
-      y0 = std::min(y0, p.y);
-      x1 = std::max(x1, p.x);
-      y1 = std::max(y1, p.y);
-    }
-  }
-  return cv::Rect2f(x0, y0, x1 - x0, y1 - y0);
-}
-
 core::Polygon BoxCorners(const cv::Rect2f& box) {
   return {{box.x, box.y},
           {box.x + box.width, box.y},
@@ -95,7 +55,7 @@ std::vector<core::Polygon> MapPolygon(const core::Polygon& polygon, const cv::Ma
                                       bool mirrored, cv::Size canvas) {
   core::Polygon mapped = TransformPolygon(polygon, m);
   if (mirrored) mapped = ReorderMirrored(mapped);
-  return ClipPolygonToCanvas(mapped, canvas);
+  return core::ClipPolygonToCanvas(mapped, canvas);
 }
 
 // Applies the text rule of the file comment; false when the text is dropped.
@@ -103,14 +63,14 @@ bool WarpText(const cv::Matx23d& m, bool mirrored, cv::Size canvas, const ClipRu
               core::TextInstance* text) {
   core::Polygon mapped = TransformPolygon(text->polygon, m);
   if (mirrored) mapped = ReorderMirrored(mapped);
-  std::vector<core::Polygon> pieces = ClipPolygonToCanvas(mapped, canvas);
+  std::vector<core::Polygon> pieces = core::ClipPolygonToCanvas(mapped, canvas);
   if (pieces.empty()) return false;
   auto largest = std::max_element(
       pieces.begin(), pieces.end(), [](const core::Polygon& a, const core::Polygon& b) {
-        return PolygonArea(a) < PolygonArea(b);
+        return core::PolygonArea(a) < core::PolygonArea(b);
       });
-  const double full_area = PolygonArea(mapped);
-  const double visible_area = PolygonArea(*largest);
+  const double full_area = core::PolygonArea(mapped);
+  const double visible_area = core::PolygonArea(*largest);
   if (visible_area <= 0) return false;
   if (full_area <= 0 || visible_area < rules.text_min_visible_fraction * full_area) {
     text->ignore = true;
@@ -129,12 +89,12 @@ absl::StatusOr<bool> WarpObject(const cv::Matx23d& m, bool mirrored, cv::Size so
     std::vector<core::Polygon> visible;
     for (const core::Polygon& polygon : object->polygons) {
       for (core::Polygon& piece : MapPolygon(polygon, m, mirrored, canvas)) {
-        area += PolygonArea(piece);
+        area += core::PolygonArea(piece);
         visible.push_back(std::move(piece));
       }
     }
     object->polygons = std::move(visible);
-    if (!object->polygons.empty()) object->box = Bounds(object->polygons);
+    if (!object->polygons.empty()) object->box = core::PolygonBounds(object->polygons);
   }
   if (object->rle.height > 0) {
     if (object->rle.height != source.height || object->rle.width != source.width) {
@@ -159,7 +119,7 @@ absl::StatusOr<bool> WarpObject(const cv::Matx23d& m, bool mirrored, cv::Size so
     std::vector<core::Polygon> pieces =
         MapPolygon(BoxCorners(object->box), m, /*mirrored=*/false, canvas);
     if (pieces.empty()) return false;
-    object->box = Bounds(pieces);
+    object->box = core::PolygonBounds(pieces);
     area = object->box.area();
   }
   return area > 0 && area >= rules.object_min_area;
@@ -208,36 +168,6 @@ core::Polygon TransformPolygon(const core::Polygon& polygon, const cv::Matx23d& 
                         static_cast<float>(m(1, 0) * p.x + m(1, 1) * p.y + m(1, 2)));
   }
   return mapped;
-}
-
-double PolygonArea(const core::Polygon& polygon) {
-  double twice = 0;
-  for (size_t i = 0, n = polygon.size(); i < n; ++i) {
-    const cv::Point2f& a = polygon[i];
-    const cv::Point2f& b = polygon[(i + 1) % n];
-    twice += static_cast<double>(a.x) * b.y - static_cast<double>(b.x) * a.y;
-  }
-  return std::abs(twice) / 2;
-}
-
-std::vector<core::Polygon> ClipPolygonToCanvas(const core::Polygon& polygon, cv::Size canvas) {
-  const bool inside = std::all_of(polygon.begin(), polygon.end(), [&](const cv::Point2f& p) {
-    return p.x >= 0 && p.y >= 0 && p.x <= canvas.width && p.y <= canvas.height;
-  });
-  if (inside) return {polygon};
-  const auto w = static_cast<ClipperLib::cInt>(canvas.width * kClipperScale);
-  const auto h = static_cast<ClipperLib::cInt>(canvas.height * kClipperScale);
-  ClipperLib::Clipper clipper;
-  clipper.AddPath(ToPath(polygon), ClipperLib::ptSubject, /*Closed=*/true);
-  clipper.AddPath({{0, 0}, {w, 0}, {w, h}, {0, h}}, ClipperLib::ptClip, /*Closed=*/true);
-  ClipperLib::Paths solution;
-  clipper.Execute(ClipperLib::ctIntersection, solution, ClipperLib::pftNonZero,
-                  ClipperLib::pftNonZero);
-  std::vector<core::Polygon> pieces;
-  for (const ClipperLib::Path& path : solution) {
-    if (path.size() >= 3 && ClipperLib::Area(path) != 0) pieces.push_back(FromPath(path));
-  }
-  return pieces;
 }
 
 absl::Status CheckHasImage(const core::Sample& sample) {

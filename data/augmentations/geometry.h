@@ -72,13 +72,6 @@ cv::Mat WarpRaster(const cv::Mat& src, const cv::Matx23d& m, cv::Size out_size,
 
 core::Polygon TransformPolygon(const core::Polygon& polygon, const cv::Matx23d& m);
 
-// Absolute area of a simple polygon (shoelace formula).
-double PolygonArea(const core::Polygon& polygon);
-
-// The parts of `polygon` inside [0, width] x [0, height], with the points unchanged when the
-// polygon lies entirely inside.
-std::vector<core::Polygon> ClipPolygonToCanvas(const core::Polygon& polygon, cv::Size canvas);
-
 // An image fill from an options field: none -> 0, one value -> every channel, else per channel
 // (at most 4). `field` names the option in the error.
 absl::StatusOr<cv::Scalar> FillFromValues(const google::protobuf::RepeatedField<float>& values,

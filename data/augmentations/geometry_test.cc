@@ -2,8 +2,9 @@
 
 #include <random>
 
-#include "core/sample.h"
+#include "core/polygon.h"
 #include "core/run_length_mask.h"
+#include "core/sample.h"
 #include "data/augmentations/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -84,10 +85,10 @@ TEST(WarpSampleTest, TextRuleClipsMarksIgnoreOrDrops) {
   ASSERT_EQ(sample.texts.size(), 2u);
   EXPECT_EQ(sample.texts[0].transcription, "mostly visible");
   EXPECT_FALSE(sample.texts[0].ignore);
-  EXPECT_NEAR(PolygonArea(sample.texts[0].polygon), 70, 1e-3);
+  EXPECT_NEAR(core::PolygonArea(sample.texts[0].polygon), 70, 1e-3);
   EXPECT_EQ(sample.texts[1].transcription, "mostly hidden");
   EXPECT_TRUE(sample.texts[1].ignore);
-  EXPECT_NEAR(PolygonArea(sample.texts[1].polygon), 40, 1e-3);
+  EXPECT_NEAR(core::PolygonArea(sample.texts[1].polygon), 40, 1e-3);
   for (const cv::Point2f& p : sample.texts[1].polygon) EXPECT_GE(p.x, 0);
 }
 

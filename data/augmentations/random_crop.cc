@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/augmentation.h"
+#include "core/polygon.h"
 #include "core/status_macros.h"
 #include "data/augmentations/augmentations.pb.h"
 #include "data/augmentations/geometry.h"
@@ -48,14 +49,7 @@ std::vector<CropExtent> CropExtents(const core::Sample& sample) {
   std::vector<CropExtent> extents;
   for (const core::TextInstance& text : sample.texts) {
     if (text.polygon.empty()) continue;
-    float x0 = text.polygon[0].x, x1 = x0, y0 = text.polygon[0].y, y1 = y0;
-    for (const cv::Point2f& p : text.polygon) {
-      x0 = std::min(x0, p.x);
-      x1 = std::max(x1, p.x);
-      y0 = std::min(y0, p.y);
-      y1 = std::max(y1, p.y);
-    }
-    extents.push_back({cv::Rect2f(x0, y0, x1 - x0, y1 - y0), !text.ignore});
+    extents.push_back({core::PolygonBounds(text.polygon), !text.ignore});
   }
   for (const core::ObjectInstance& object : sample.objects) {
     extents.push_back({object.box, !object.is_crowd});

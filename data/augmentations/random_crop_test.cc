@@ -4,9 +4,9 @@
 #include <random>
 
 #include "core/augmentation.h"
+#include "core/polygon.h"
 #include "core/sample.h"
 #include "data/augmentations/augmentations.pb.h"
-#include "data/augmentations/geometry.h"
 #include "data/augmentations/test_util.h"
 #include "gtest/gtest.h"
 
@@ -102,7 +102,7 @@ TEST(RandomCropTest, CroppedTextsAreWholeWhenACutFreeWindowExists) {
     for (const core::TextInstance& text : sample.texts) {
       EXPECT_FALSE(text.ignore);
       ASSERT_EQ(text.polygon.size(), 4u);
-      const double area = PolygonArea(text.polygon);
+      const double area = core::PolygonArea(text.polygon);
       EXPECT_TRUE(area == 1200 || area == 2400 || area == 3000) << area;
     }
   }
@@ -120,7 +120,7 @@ TEST(RandomCropTest, FallsBackAndClipsWhenEveryWindowCuts) {
   ASSERT_TRUE((*crop)->Apply(&sample, rng).ok());
   ASSERT_EQ(sample.texts.size(), 1u);
   // At most 100 of the 180 columns fit: clipped, and below half visible when <= 90 remain.
-  const double area = PolygonArea(sample.texts[0].polygon);
+  const double area = core::PolygonArea(sample.texts[0].polygon);
   EXPECT_LE(area, 100 * 20 + 1e-3);
   EXPECT_EQ(sample.texts[0].ignore, area < 0.5 * 180 * 20);
 }

@@ -3,43 +3,15 @@
 #include <cmath>
 #include <utility>
 
-#include <opencv2/imgproc.hpp>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "polyclipping/clipper.hpp"
+#include "core/polygon.h"
 
 namespace vision::evaluation::icdar2015 {
 namespace {
 
-// Clipper works on integers: 1/1024 px, and coordinates up to 10^6 px stay in its fast range.
-constexpr double kScale = 1024.0;
-
 constexpr char kStateTag[] = "ICDAR2015Hmean";
-
-ClipperLib::Path ToPath(const core::Polygon& polygon) {
-  ClipperLib::Path path;
-  path.reserve(polygon.size());
-  for (const cv::Point2f& p : polygon) {
-    path.emplace_back(static_cast<ClipperLib::cInt>(std::llround(p.x * kScale)),
-                      static_cast<ClipperLib::cInt>(std::llround(p.y * kScale)));
-  }
-  return path;
-}
-
-// Sum of signed areas: Clipper's results have positive outer rings and negative holes.
-double AreaOf(const ClipperLib::Paths& paths) {
-  double area = 0;
-  for (const ClipperLib::Path& path : paths) area += ClipperLib::Area(path);
-  return std::abs(area) / (kScale * kScale);
-}
-
-bool BoundsOverlap(const core::Polygon& a, const core::Polygon& b) {
-  const cv::Rect2f ra = cv::boundingRect(a), rb = cv::boundingRect(b);
-  return ra.x <= rb.x + rb.width && rb.x <= ra.x + ra.width && ra.y <= rb.y + rb.height &&
-         rb.y <= ra.y + ra.height;
-}
 
 bool AllFinite(const core::Polygon& polygon) {
   for (const cv::Point2f& p : polygon) {
@@ -50,22 +22,11 @@ bool AllFinite(const core::Polygon& polygon) {
 
 }  // namespace
 
-double PolygonArea(const core::Polygon& polygon) {
-  if (polygon.size() < 3) return 0;
-  ClipperLib::Paths simple;
-  ClipperLib::SimplifyPolygon(ToPath(polygon), simple, ClipperLib::pftNonZero);
-  return AreaOf(simple);
-}
+// The metric takes self-intersecting polygons with the non-zero fill rule (see the header).
+double PolygonArea(const core::Polygon& polygon) { return core::FilledPolygonArea(polygon); }
 
 double IntersectionArea(const core::Polygon& a, const core::Polygon& b) {
-  if (a.size() < 3 || b.size() < 3 || !BoundsOverlap(a, b)) return 0;
-  ClipperLib::Clipper clipper;
-  clipper.AddPath(ToPath(a), ClipperLib::ptSubject, /*Closed=*/true);
-  clipper.AddPath(ToPath(b), ClipperLib::ptClip, /*Closed=*/true);
-  ClipperLib::Paths intersection;
-  clipper.Execute(ClipperLib::ctIntersection, intersection, ClipperLib::pftNonZero,
-                  ClipperLib::pftNonZero);
-  return AreaOf(intersection);
+  return core::IntersectionArea(a, b);
 }
 
 double IoU(const core::Polygon& a, const core::Polygon& b) {

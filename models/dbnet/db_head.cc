@@ -2,10 +2,11 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/nn/functional/upsampling.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -15,14 +16,6 @@
 
 namespace vision::models::dbnet {
 namespace {
-
-namespace F = torch::nn::functional;
-
-at::Tensor UpsampleTo(const at::Tensor& x, const at::Tensor& like) {
-  return F::interpolate(x, F::InterpolateFuncOptions()
-                               .size(std::vector<int64_t>{like.size(2), like.size(3)})
-                               .mode(torch::kNearest));
-}
 
 torch::nn::Sequential MakeBranch(int64_t in_channels) {
   const int64_t hidden = in_channels / 4;
@@ -53,40 +46,29 @@ void InitializeDBWeights(torch::nn::Module& module) {
   }
 }
 
-DBNeckImpl::DBNeckImpl(DBNeckOptions options) : options_(std::move(options)) {
-  TORCH_CHECK(options_.in_channels().size() == 4,
-              "DBNeck: needs 4 backbone levels (strides 4, 8, 16, 32), got ",
-              options_.in_channels().size());
-  const int64_t inner = options_.inner_channels();
-  TORCH_CHECK(inner > 0 && inner % 4 == 0,
-              "DBNeck: inner_channels must be a positive multiple of 4, got ", inner);
-  for (size_t i = 0; i < 4; ++i) {
-    laterals_.push_back(register_module(
-        "lateral" + std::to_string(i),
-        torch::nn::Conv2d(
-            torch::nn::Conv2dOptions(options_.in_channels()[i], inner, 1).bias(false))));
-    smooths_.push_back(register_module(
-        "smooth" + std::to_string(i),
-        torch::nn::Conv2d(torch::nn::Conv2dOptions(inner, inner / 4, 3).padding(1).bias(false))));
-  }
-  InitializeDBWeights(*this);
+necks::Fpn MakeDBNeck(std::vector<int64_t> in_channels, int64_t inner_channels) {
+  TORCH_CHECK(in_channels.size() == 4,
+              "DBNet neck: needs 4 backbone levels (strides 4, 8, 16, 32), got ",
+              in_channels.size());
+  TORCH_CHECK(inner_channels > 0 && inner_channels % 4 == 0,
+              "DBNet neck: inner_channels must be a positive multiple of 4, got ", inner_channels);
+  necks::Fpn neck(necks::FpnOptions(std::move(in_channels), inner_channels / 4)
+                      .inner_channels(inner_channels)
+                      .bias(false)
+                      .torchvision_init(false));
+  InitializeDBWeights(*neck);
+  return neck;
 }
 
-at::Tensor DBNeckImpl::forward(const std::vector<at::Tensor>& features) {
-  TORCH_CHECK(features.size() == 4, "DBNeck: expected 4 feature maps, got ", features.size());
-  std::vector<at::Tensor> merged(4);
-  merged[3] = laterals_[3](features[3]);
-  for (int i = 2; i >= 0; --i) {
-    const at::Tensor lateral = laterals_[i](features[i]);
-    merged[i] = UpsampleTo(merged[i + 1], lateral) + lateral;
+at::Tensor FuseLevels(const std::vector<at::Tensor>& levels) {
+  TORCH_CHECK(!levels.empty(), "FuseLevels: no levels");
+  std::vector<at::Tensor> upsampled;
+  upsampled.reserve(levels.size());
+  for (size_t i = levels.size() - 1; i > 0; --i) {
+    upsampled.push_back(necks::UpsampleNearestTo(levels[i], levels[0]));
   }
-  std::vector<at::Tensor> levels;
-  levels.reserve(4);
-  for (int i = 3; i >= 0; --i) {
-    at::Tensor smoothed = smooths_[i](merged[i]);
-    levels.push_back(i == 0 ? smoothed : UpsampleTo(smoothed, merged[0]));
-  }
-  return at::cat(levels, 1);
+  upsampled.push_back(levels[0]);
+  return at::cat(upsampled, 1);
 }
 
 DBHeadImpl::DBHeadImpl(DBHeadOptions options) : options_(options) {

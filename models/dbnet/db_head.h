@@ -1,8 +1,8 @@
 // DBNet's network after the backbone: the FPN neck of the paper (Fig. 2) and the DB head.
 //
-// Neck: a 1x1 lateral to inner_channels on each of the four backbone levels (strides 4, 8,
-// 16, 32), a top-down pathway (nearest upsample + add), a 3x3 smoothing conv to
-// inner_channels / 4 on each level, every level upsampled to stride 4 and concatenated
+// Neck: the generic FPN (models/necks/fpn.h) on the four backbone levels (strides 4, 8, 16,
+// 32) with 1x1 laterals to inner_channels and 3x3 smoothing convs to inner_channels / 4, all
+// without bias; then, DBNet's own part, every level upsampled to stride 4 and concatenated
 // (coarse first, as MhLiao/DB's SegDetector) into one inner_channels feature F.
 // Head: two branches of the same shape on F, 3x3 conv-BN-ReLU, 2x2 stride-2 transposed
 // conv-BN-ReLU, 2x2 stride-2 transposed conv, sigmoid: the probability map P and the
@@ -16,37 +16,23 @@
 #include <cstdint>
 #include <vector>
 
+#include <ATen/ATen.h>
 #include <torch/arg.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/conv.h>
 #include <torch/nn/pimpl.h>
+
+#include "models/necks/fpn.h"
 
 namespace vision::models::dbnet {
 
-struct DBNeckOptions {
-  DBNeckOptions(std::vector<int64_t> in_channels, int64_t inner_channels)
-      : in_channels_(std::move(in_channels)), inner_channels_(inner_channels) {}
-  // Channels of the backbone's levels at strides 4, 8, 16, 32.
-  TORCH_ARG(std::vector<int64_t>, in_channels);
-  // Must be a multiple of 4.
-  TORCH_ARG(int64_t, inner_channels) = 256;
-};
+// The FPN as DBNet configures and initialises it, for `in_channels` at strides 4, 8, 16, 32
+// (exactly four levels) and a positive multiple of 4 as `inner_channels`.
+necks::Fpn MakeDBNeck(std::vector<int64_t> in_channels, int64_t inner_channels);
 
-class DBNeckImpl : public torch::nn::Module {
- public:
-  explicit DBNeckImpl(DBNeckOptions options);
-
-  // `features` fine to coarse (strides 4, 8, 16, 32) -> [N, inner_channels, H/4, W/4].
-  // Sizes need not divide evenly: each upsampling goes to the finer level's exact size.
-  at::Tensor forward(const std::vector<at::Tensor>& features);
-
- private:
-  DBNeckOptions options_;
-  std::vector<torch::nn::Conv2d> laterals_;
-  std::vector<torch::nn::Conv2d> smooths_;
-};
-TORCH_MODULE(DBNeck);
+// The neck's levels (fine to coarse, [N, C, h_i, w_i]) -> [N, 4C, h_0, w_0]: each level
+// upsampled to the finest one's exact size, concatenated coarse first.
+at::Tensor FuseLevels(const std::vector<at::Tensor>& levels);
 
 struct DBHeadOptions {
   explicit DBHeadOptions(int64_t in_channels) : in_channels_(in_channels) {}

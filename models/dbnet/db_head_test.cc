@@ -1,5 +1,6 @@
 #include "models/dbnet/db_head.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,11 +37,11 @@ class DBHeadShapeTest : public ::testing::TestWithParam<Size> {};
 TEST_P(DBHeadShapeTest, TrainModeGivesAllThreeMapsAtInputResolution) {
   const auto [height, width] = GetParam();
   at::manual_seed(0);
-  DBNeck neck{DBNeckOptions(kBackboneChannels, kInner)};
+  necks::Fpn neck = MakeDBNeck(kBackboneChannels, kInner);
   DBHead head{DBHeadOptions(kInner).k(50)};
   neck->train();
   head->train();
-  const at::Tensor fused = neck->forward(Features(2, height, width));
+  const at::Tensor fused = FuseLevels(neck->forward(Features(2, height, width)));
   EXPECT_EQ(fused.sizes(), (std::vector<int64_t>{2, kInner, height / 4, width / 4}));
   const DBHeadOutput out = head->forward(fused);
   const std::vector<int64_t> expected = {2, 1, height, width};
@@ -58,17 +59,18 @@ TEST_P(DBHeadShapeTest, TrainModeGivesAllThreeMapsAtInputResolution) {
 
 TEST_P(DBHeadShapeTest, EvalModeGivesOnlyTheProbabilityMap) {
   const auto [height, width] = GetParam();
-  DBNeck neck{DBNeckOptions(kBackboneChannels, kInner)};
+  necks::Fpn neck = MakeDBNeck(kBackboneChannels, kInner);
   DBHead head{DBHeadOptions(kInner)};
   neck->eval();
   head->eval();
   torch::NoGradGuard no_grad;
-  const DBHeadOutput out = head->forward(neck->forward(Features(1, height, width)));
+  const DBHeadOutput out = head->forward(FuseLevels(neck->forward(Features(1, height, width))));
   EXPECT_EQ(out.probability.sizes(), (std::vector<int64_t>{1, 1, height, width}));
   EXPECT_FALSE(out.threshold.defined());
   EXPECT_FALSE(out.binary.defined());
   // Asked for explicitly (validation losses), eval mode gives them too.
-  const DBHeadOutput with = head->forward(neck->forward(Features(1, height, width)), true);
+  const DBHeadOutput with =
+      head->forward(FuseLevels(neck->forward(Features(1, height, width))), true);
   EXPECT_EQ(with.threshold.sizes(), (std::vector<int64_t>{1, 1, height, width}));
 }
 
@@ -77,15 +79,43 @@ INSTANTIATE_TEST_SUITE_P(Sizes, DBHeadShapeTest,
 
 TEST(DBNeckTest, SizesThatDoNotDivideBy32StillFuse) {
   // 100 x 72: levels 25 x 18, 13 x 9, 7 x 5, 4 x 3; each upsampling goes to the finer size.
-  DBNeck neck{DBNeckOptions(kBackboneChannels, kInner)};
+  necks::Fpn neck = MakeDBNeck(kBackboneChannels, kInner);
   torch::NoGradGuard no_grad;
-  EXPECT_EQ(neck->forward(Features(1, 100, 72)).sizes(), (std::vector<int64_t>{1, kInner, 25, 18}));
+  EXPECT_EQ(FuseLevels(neck->forward(Features(1, 100, 72))).sizes(),
+            (std::vector<int64_t>{1, kInner, 25, 18}));
+}
+
+TEST(DBNeckTest, FusionConcatenatesUpsampledLevelsCoarseFirst) {
+  // Constant levels 0, 1, 2, 3 (fine to coarse) at 4 x 2, 2 x 1, 1 x 1, 1 x 1: nearest
+  // upsampling keeps each constant, so the channels read 3, 2, 1, 0 everywhere.
+  std::vector<at::Tensor> levels;
+  for (int64_t level = 0; level < 4; ++level) {
+    const int64_t height = std::max<int64_t>(1, 4 >> level);
+    const int64_t width = std::max<int64_t>(1, 2 >> level);
+    levels.push_back(at::full({1, 1, height, width}, static_cast<float>(level)));
+  }
+  const at::Tensor fused = FuseLevels(levels);
+  ASSERT_EQ(fused.sizes(), (std::vector<int64_t>{1, 4, 4, 2}));
+  for (int64_t c = 0; c < 4; ++c) {
+    EXPECT_TRUE(at::all(fused[0][c] == static_cast<float>(3 - c)).item<bool>()) << c;
+  }
+}
+
+TEST(DBNeckTest, ParameterNamesAreTheCheckpoints) {
+  // DBNet checkpoints hold the neck as neck.<these names>: renaming them orphans every one.
+  necks::Fpn neck = MakeDBNeck(kBackboneChannels, kInner);
+  std::vector<std::string> names;
+  for (const auto& item : neck->named_parameters()) names.push_back(item.key());
+  EXPECT_EQ(names, (std::vector<std::string>{"lateral0.weight", "smooth0.weight",
+                                             "lateral1.weight", "smooth1.weight",
+                                             "lateral2.weight", "smooth2.weight",
+                                             "lateral3.weight", "smooth3.weight"}));
 }
 
 TEST(DBNeckTest, ParameterCountMatchesThePaperLayout) {
   // Laterals 1x1 without bias: sum(c_i) * inner; smoothing 3x3 without bias: 4 * inner *
   // inner/4 * 9.
-  DBNeck neck{DBNeckOptions(kBackboneChannels, kInner)};
+  necks::Fpn neck = MakeDBNeck(kBackboneChannels, kInner);
   int64_t count = 0;
   for (const at::Tensor& p : neck->parameters()) count += p.numel();
   EXPECT_EQ(count, (4 + 6 + 8 + 10) * kInner + 4 * kInner * (kInner / 4) * 9);

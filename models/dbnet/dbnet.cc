@@ -114,8 +114,7 @@ absl::StatusOr<DBNetConfig> ConfigFromProto(const DBNetOptions& options) {
 DBNetImpl::DBNetImpl(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config)
     : config_(config), backbone_(std::move(backbone)) {
   register_module("backbone", backbone_);
-  neck_ = register_module("neck",
-                          DBNeck(DBNeckOptions(backbone_->OutChannels(), config_.inner_channels)));
+  neck_ = register_module("neck", MakeDBNeck(backbone_->OutChannels(), config_.inner_channels));
   head_ = register_module("head", DBHead(DBHeadOptions(config_.inner_channels).k(config_.k)));
 }
 
@@ -148,7 +147,7 @@ absl::StatusOr<std::unique_ptr<DBNetImpl>> DBNetImpl::Create(const DBNetOptions&
 }
 
 DBHeadOutput DBNetImpl::Forward(const at::Tensor& images, bool with_threshold) {
-  return head_->forward(neck_->forward(backbone_->Forward(images)), with_threshold);
+  return head_->forward(FuseLevels(neck_->forward(backbone_->Forward(images))), with_threshold);
 }
 
 std::map<std::string, at::Tensor> DBNetImpl::Losses(const core::Batch& batch) {

@@ -25,6 +25,7 @@
 #include "models/dbnet/dbnet.pb.h"
 #include "models/dbnet/label_generator.h"
 #include "models/dbnet/post_processor.h"
+#include "models/necks/fpn.h"
 
 namespace vision::models::dbnet {
 
@@ -78,7 +79,7 @@ class DBNetImpl : public core::Model {
  private:
   DBNetConfig config_;
   std::shared_ptr<core::Backbone> backbone_;
-  DBNeck neck_{nullptr};
+  necks::Fpn neck_{nullptr};
   DBHead head_{nullptr};
 };
 

@@ -7,17 +7,6 @@
 
 namespace vision::models::dbnet {
 
-double PolygonArea(const core::Polygon& polygon) {
-  double twice_area = 0.0;
-  const size_t n = polygon.size();
-  for (size_t i = 0; i < n; ++i) {
-    const cv::Point2f& a = polygon[i];
-    const cv::Point2f& b = polygon[(i + 1) % n];
-    twice_area += static_cast<double>(a.x) * b.y - static_cast<double>(b.x) * a.y;
-  }
-  return std::abs(twice_area) / 2.0;
-}
-
 double PolygonPerimeter(const core::Polygon& polygon) {
   double length = 0.0;
   const size_t n = polygon.size();

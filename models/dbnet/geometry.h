@@ -1,4 +1,5 @@
-// Polygon helpers shared by DBNet's label generation (shrink) and post-processing (unclip).
+// Polygon helpers shared by DBNet's label generation (shrink) and post-processing (unclip);
+// the geometry other plugins share too (areas, clipping) is in core/polygon.h.
 #ifndef VISION_MODELS_DBNET_GEOMETRY_H_
 #define VISION_MODELS_DBNET_GEOMETRY_H_
 
@@ -13,8 +14,7 @@ namespace vision::models::dbnet {
 inline constexpr int kFixedPointShift = 8;
 inline constexpr double kFixedPointScale = 1 << kFixedPointShift;
 
-// Absolute (shoelace) area and closed perimeter.
-double PolygonArea(const core::Polygon& polygon);
+// Closed perimeter.
 double PolygonPerimeter(const core::Polygon& polygon);
 
 // Offsets a closed polygon by `delta` pixels (> 0 grows, < 0 shrinks) with round joins, as

@@ -14,6 +14,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "core/polygon.h"
 #include "models/dbnet/geometry.h"
 
 namespace vision::models::dbnet {
@@ -191,7 +192,7 @@ double ShrinkDistance(const core::Polygon& polygon, float shrink_ratio) {
   const double perimeter = PolygonPerimeter(polygon);
   if (perimeter <= 0.0) return 0.0;
   const double r = shrink_ratio;
-  return PolygonArea(polygon) * (1.0 - r * r) / perimeter;
+  return core::PolygonArea(polygon) * (1.0 - r * r) / perimeter;
 }
 
 absl::Status DBTargetGenerator::Generate(core::Sample* sample) const {
@@ -231,7 +232,7 @@ absl::Status DBTargetGenerator::Generate(core::Sample* sample) const {
       min_y = std::min(min_y, p.y);
       max_y = std::max(max_y, p.y);
     }
-    const double area = PolygonArea(polygon);
+    const double area = core::PolygonArea(polygon);
     bool ignore = text.ignore || area < 1.0 ||
                   std::min(max_x - min_x, max_y - min_y) < options_.min_text_size;
     const double distance = ignore ? 0.0 : ShrinkDistance(polygon, options_.shrink_ratio);

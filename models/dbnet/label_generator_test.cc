@@ -8,6 +8,7 @@
 
 #include <opencv2/core.hpp>
 
+#include "core/polygon.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/dbnet/geometry.h"
@@ -56,7 +57,7 @@ TEST(LabelGeneratorTest, AxisAlignedSquare) {
   // A round-join shrink of a square is a square with sides 40 - 2 D = 23.2.
   const std::vector<core::Polygon> shrunk = OffsetPolygon(square, -d);
   ASSERT_EQ(shrunk.size(), 1u);
-  EXPECT_NEAR(PolygonArea(shrunk[0]), 23.2 * 23.2, 0.5);
+  EXPECT_NEAR(core::PolygonArea(shrunk[0]), 23.2 * 23.2, 0.5);
 
   core::Sample sample = MakeSample(64, 64, {Text(square)});
   ASSERT_TRUE(DBTargetGenerator(LabelGeneratorOptions()).Generate(&sample).ok());
@@ -107,11 +108,11 @@ TEST(LabelGeneratorTest, RotatedRectangle) {
   const core::Polygon rectangle = {{57, 76}, {27, 36}, {43, 24}, {73, 64}};
   // D = 1000 * 0.84 / 140.
   const double d = 6.0;
-  EXPECT_NEAR(PolygonArea(rectangle), 1000.0, 1e-6);
+  EXPECT_NEAR(core::PolygonArea(rectangle), 1000.0, 1e-6);
   EXPECT_NEAR(ShrinkDistance(rectangle, 0.4f), d, 1e-6);
   const std::vector<core::Polygon> shrunk = OffsetPolygon(rectangle, -d);
   ASSERT_EQ(shrunk.size(), 1u);
-  EXPECT_NEAR(PolygonArea(shrunk[0]), (50 - 2 * d) * (20 - 2 * d), 1.0);
+  EXPECT_NEAR(core::PolygonArea(shrunk[0]), (50 - 2 * d) * (20 - 2 * d), 1.0);
 
   core::Sample sample = MakeSample(100, 100, {Text(rectangle)});
   ASSERT_TRUE(DBTargetGenerator(LabelGeneratorOptions()).Generate(&sample).ok());

@@ -7,6 +7,7 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "core/polygon.h"
 #include "models/dbnet/geometry.h"
 
 namespace vision::models::dbnet {
@@ -72,7 +73,7 @@ std::vector<core::TextInstance> ExtractTextRegions(const cv::Mat& probability,
     const core::Polygon shrunk(approx.begin(), approx.end());
     const double perimeter = PolygonPerimeter(shrunk);
     if (perimeter <= 0.0) continue;
-    const double distance = PolygonArea(shrunk) * options.unclip_ratio / perimeter;
+    const double distance = core::PolygonArea(shrunk) * options.unclip_ratio / perimeter;
     std::vector<core::Polygon> expanded = OffsetPolygon(shrunk, distance);
     // An expansion that splits or vanishes is not a text region (as in the references).
     if (expanded.size() != 1 || expanded[0].size() < 3) continue;

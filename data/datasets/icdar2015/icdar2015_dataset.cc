@@ -10,7 +10,6 @@
 #include <utility>
 
 #include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/polygon.h"
 
 namespace vision::data::datasets::icdar2015 {
 namespace {
@@ -131,7 +131,7 @@ absl::StatusOr<core::TextInstance> ParseLine(absl::string_view line, cv::Size im
   // A word lying wholly off the image clamps to a line along the border: nothing of it is
   // visible, so it may be neither required nor learned.
   instance.ignore = instance.transcription == kDontCare ||
-                    (!image_size.empty() && cv::contourArea(instance.polygon) < 1.0);
+                    (!image_size.empty() && core::PolygonArea(instance.polygon) < 1.0);
   return instance;
 }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/polygon.h"
 #include "core/run_length_mask.h"
 #include "core/run_length_mask.h"
 #include "data/synthetic/clutter.h"
@@ -249,20 +250,6 @@ bool PlaceShape(SeededRandom& rng, cv::Mat& image, std::vector<Placed>& placed) 
   return false;
 }
 
-cv::Rect2f PolygonExtent(const core::Polygon& polygon) {
-  float min_x = polygon[0].x;
-  float max_x = polygon[0].x;
-  float min_y = polygon[0].y;
-  float max_y = polygon[0].y;
-  for (const cv::Point2f& p : polygon) {
-    min_x = std::min(min_x, p.x);
-    max_x = std::max(max_x, p.x);
-    min_y = std::min(min_y, p.y);
-    max_y = std::max(max_y, p.y);
-  }
-  return cv::Rect2f(min_x, min_y, max_x - min_x, max_y - min_y);
-}
-
 // Numbers as written: two decimals at most, so that the text does not depend on float noise.
 double Written(float v) { return std::round(static_cast<double>(v) * 100) / 100; }
 
@@ -397,7 +384,7 @@ SyntheticCocoImage RenderSyntheticCocoImage(const SyntheticCocoImageOptions& opt
           object.area == p.full_area ? MaskEncoding::kPolygon : MaskEncoding::kRleString;
     }
     if (object.encoding == MaskEncoding::kPolygon) {
-      object.box = PolygonExtent(object.polygon);
+      object.box = core::PolygonBounds(object.polygon);
     } else {
       object.polygon.clear();
       const cv::Rect pixels = cv::boundingRect(object.mask);
