@@ -33,6 +33,17 @@ class Evaluator {
   // Adds another rank's state to this one.
   virtual absl::Status MergeState(const std::string& state) = 0;
 
+  // Result files in the format's own layout, for the format's official tools: writes
+  // `prediction` (for the image `truth` describes) under `dir` (ICDAR2015's res_<image>.txt,
+  // Cityscapes' labelIds PNGs), on the rank that predicted it.
+  virtual absl::Status WriteResult(const Sample& prediction, const Sample& truth,
+                                   const std::string& dir) const {
+    return absl::OkStatus();
+  }
+  // Result files that need every rank's predictions (COCO's results JSON): called on rank 0
+  // after the other ranks' states were merged.
+  virtual absl::Status WriteMergedResults(const std::string& dir) const { return absl::OkStatus(); }
+
   // The annotations scored and their number of classes, checked against the evaluation
   // dataset when the pipeline is built; nullopt states nothing (test evaluators).
   virtual std::optional<TaskRequirements> DataRequirements() const { return std::nullopt; }

@@ -1,7 +1,5 @@
 #include "core/pipeline_builder.h"
 
-#include <c10/util/Exception.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -9,6 +7,7 @@
 #include "core/lr_warmup.h"
 #include "core/param_groups.h"
 #include "core/status_macros.h"
+#include "core/status_util.h"
 
 namespace vision::core {
 namespace {
@@ -17,15 +16,7 @@ namespace {
 // while constructing a module become statuses too.
 template <typename T, typename Make>
 absl::StatusOr<T> WithContext(const std::string& field, Make make) {
-  try {
-    absl::StatusOr<T> made = make();
-    if (made.ok()) return made;
-    return absl::Status(made.status().code(), absl::StrCat(field, ": ", made.status().message()));
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(field, ": LibTorch error: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(field, ": ", e.what()));
-  }
+  return GuardTorch(field, [&]() -> absl::StatusOr<T> { return core::WithContext(field, make()); });
 }
 
 int64_t CountParameters(const torch::nn::Module& module) {

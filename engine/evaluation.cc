@@ -1,22 +1,12 @@
 #include "engine/evaluation.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "core/status_util.h"
 
 namespace vision::engine {
-
-absl::Status GuardTorch(const std::string& what, const std::function<absl::Status()>& f) {
-  try {
-    return f();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": LibTorch error: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
-}
 
 absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob& job) {
   core::Collectives& collectives = *job.collectives;
@@ -31,7 +21,7 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
   loader.StartEpoch(0, std::move(indices));
   job.model->eval();
   if (job.evaluator != nullptr) job.evaluator->Reset();
-  const absl::Status status = GuardTorch("evaluation", [&]() -> absl::Status {
+  const absl::Status status = core::GuardTorch("evaluation", [&]() -> absl::Status {
     at::NoGradGuard no_grad;
     while (true) {
       VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> batch, loader.Next());
@@ -40,7 +30,12 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
       std::vector<core::Sample> predictions = job.model->Predict(*batch);
       for (size_t i = 0; i < predictions.size(); ++i) {
         const core::Sample& truth = *batch->samples[i].ground_truth;
-        if (job.evaluator != nullptr) VISION_RETURN_IF_ERROR(job.evaluator->Add(predictions[i], truth));
+        if (job.evaluator != nullptr) {
+          VISION_RETURN_IF_ERROR(job.evaluator->Add(predictions[i], truth));
+          if (!job.results_dir.empty()) {
+            VISION_RETURN_IF_ERROR(job.evaluator->WriteResult(predictions[i], truth, job.results_dir));
+          }
+        }
         if (job.on_prediction) VISION_RETURN_IF_ERROR(job.on_prediction(predictions[i], truth));
       }
     }
@@ -62,6 +57,9 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
       return absl::AbortedError(absl::StrCat("evaluation failed on rank ", r, "; see its log"));
     }
     VISION_RETURN_IF_ERROR(job.evaluator->MergeState(states[r]));
+  }
+  if (!job.results_dir.empty() && collectives.rank() == 0) {
+    VISION_RETURN_IF_ERROR(job.evaluator->WriteMergedResults(job.results_dir));
   }
   return job.evaluator->Compute();
 }

@@ -34,12 +34,12 @@ struct EvaluationJob {
   // Called for every sample with its prediction (original-image coordinates) and ground truth.
   std::function<absl::Status(const core::Sample& prediction, const core::Sample& truth)>
       on_prediction;
+  // When set (and an evaluator is given), the evaluator writes its result files here
+  // (core::Evaluator::WriteResult on every rank, WriteMergedResults on rank 0).
+  std::string results_dir;
 };
 
 absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob& job);
-
-// Converts a LibTorch exception escaping `f` into a status naming `what`.
-absl::Status GuardTorch(const std::string& what, const std::function<absl::Status()>& f);
 
 }  // namespace vision::engine
 

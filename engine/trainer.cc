@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "core/config/loader.h"
 #include "core/status_macros.h"
+#include "core/status_util.h"
 #include "data/loader/loader.h"
 #include "distributed/sampler/distributed_sampler.h"
 #include "distributed/sync_batchnorm/sync_batch_norm.h"
@@ -30,7 +31,7 @@
 #include "engine/logging/progress.h"
 #include "engine/logging/tensorboard_writer.h"
 #include "engine/loss_scaler.h"
-#include "engine/visualize.h"
+#include "engine/draw.h"
 
 namespace vision::engine {
 namespace {
@@ -62,9 +63,9 @@ std::vector<const core::Augmentation*> Pointers(
 
 }  // namespace
 
-class Trainer::Impl {
+class Trainer::Loop {
  public:
-  Impl(const core::TrainPipelineConfig& config, core::Collectives* collectives, TrainerOptions options,
+  Loop(const core::TrainPipelineConfig& config, core::Collectives* collectives, TrainerOptions options,
        core::Pipeline& pipeline)
       : config_(config),
         collectives_(*collectives),
@@ -93,7 +94,13 @@ class Trainer::Impl {
   void Print(const std::string& line) const {
     if (is_main() && options_.verbose) std::printf("%s\n", line.c_str()), std::fflush(stdout);
   }
+  absl::Status SetUpProcess();
+  absl::Status CheckRanksRunOneConfig();
+  absl::Status SetUpModel();
+  absl::Status SetUpData();
+  absl::Status OpenLogs();
   absl::Status Resume();
+  absl::Status SetUpReplicas();
   absl::Status StartEpoch(int64_t epoch, int64_t first_batch);
   absl::StatusOr<core::Batch> NextTrainBatch();
   absl::Status TrainStep(std::map<std::string, double>* log_terms, double* loss_value,
@@ -122,9 +129,19 @@ class Trainer::Impl {
   bool draw_predictions_ = true;
 };
 
-absl::Status Trainer::Impl::Init() {
-  const core::TrainLoopConfig& t = config_.train();
-  int threads = t.intra_op_threads();
+absl::Status Trainer::Loop::Init() {
+  VISION_RETURN_IF_ERROR(SetUpProcess());
+  VISION_RETURN_IF_ERROR(CheckRanksRunOneConfig());
+  VISION_RETURN_IF_ERROR(SetUpModel());
+  VISION_RETURN_IF_ERROR(SetUpData());
+  VISION_RETURN_IF_ERROR(OpenLogs());
+  VISION_RETURN_IF_ERROR(Resume());
+  return SetUpReplicas();
+}
+
+// Threads, device and its switches.
+absl::Status Trainer::Loop::SetUpProcess() {
+  int threads = config_.train().intra_op_threads();
   if (threads <= 0) {
     threads = std::max(1u, std::thread::hardware_concurrency()) /
               std::max(1, options_.local_world_size);
@@ -133,8 +150,11 @@ absl::Status Trainer::Impl::Init() {
   at::set_num_threads(threads);
   VISION_ASSIGN_OR_RETURN(device_, ResolveDevice(config_.device(), options_.local_rank));
   ConfigureDevice(device_, config_.cudnn_benchmark());
+  return absl::OkStatus();
+}
 
-  // Every rank must run the same config: compare fingerprints before any other collective.
+// Every rank must run the same config: compare fingerprints before any other collective.
+absl::Status Trainer::Loop::CheckRanksRunOneConfig() {
   const std::string fingerprint = core::ConfigFingerprint(config_);
   VISION_ASSIGN_OR_RETURN(std::vector<std::string> fingerprints, collectives_.AllGather(fingerprint));
   std::vector<std::string> differing;
@@ -146,7 +166,11 @@ absl::Status Trainer::Impl::Init() {
         "ranks disagree on the config (rank 0 has fingerprint ", fingerprints[0], "; ",
         absl::StrJoin(differing, ", "), "): start every rank with the same --config and --override"));
   }
+  return absl::OkStatus();
+}
 
+// The model on its device, with SyncBatchNorm, activation checkpointing and the EMA as configured.
+absl::Status Trainer::Loop::SetUpModel() {
   p_.model->to(device_);
   if (config_.distributed().sync_batchnorm()) {
     if (collectives_.world_size() > 1) {
@@ -161,10 +185,8 @@ absl::Status Trainer::Impl::Init() {
   if (config_.train().activation_checkpointing_size() > 0) {
     const std::vector<std::string> names(config_.train().activation_checkpointing().begin(),
                                          config_.train().activation_checkpointing().end());
-    const absl::Status s = p_.model->EnableActivationCheckpointing(names);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("train.activation_checkpointing: ", s.message()));
-    }
+    VISION_RETURN_IF_ERROR(core::WithContext("train.activation_checkpointing",
+                                             p_.model->EnableActivationCheckpointing(names)));
     Print(absl::StrCat("activation checkpointing: ", absl::StrJoin(names, ", ")));
   }
   for (const auto& param : p_.model->named_parameters()) {
@@ -175,7 +197,12 @@ absl::Status Trainer::Impl::Init() {
   if (config_.train().ema_decay() > 0) {
     ema_ = std::make_unique<ModelEma>(*p_.model, config_.train().ema_decay());
   }
+  return absl::OkStatus();
+}
 
+// This rank's share of the training data, and the length of training.
+absl::Status Trainer::Loop::SetUpData() {
+  const core::TrainLoopConfig& t = config_.train();
   const core::LoaderConfig& lc = config_.train_data().loader();
   distributed::sampler::DistributedSamplerOptions so;
   so.dataset_size = p_.train_dataset->Size();
@@ -202,17 +229,24 @@ absl::Status Trainer::Impl::Init() {
   train_loader_ = std::make_unique<data::DataLoader>(
       *p_.train_dataset, Pointers(p_.train_augmentations), p_.model->MakeTargetGenerator(),
       LoaderOptionsFrom(lc, config_.seed(), !device_.is_cpu()));
+  return absl::OkStatus();
+}
 
-  if (is_main()) {
-    const std::string dir = config_.checkpoint().output_dir();
-    if (config_.logging().jsonl()) {
-      VISION_ASSIGN_OR_RETURN(metrics_log_, logging::MetricsLog::Open(dir));
-    }
-    if (config_.logging().tensorboard()) {
-      VISION_ASSIGN_OR_RETURN(tensorboard_, logging::TensorBoardWriter::Create(dir + "/tensorboard"));
-    }
+// Metrics and TensorBoard logs, written by rank 0.
+absl::Status Trainer::Loop::OpenLogs() {
+  if (!is_main()) return absl::OkStatus();
+  const std::string dir = config_.checkpoint().output_dir();
+  if (config_.logging().jsonl()) {
+    VISION_ASSIGN_OR_RETURN(metrics_log_, logging::MetricsLog::Open(dir));
   }
-  VISION_RETURN_IF_ERROR(Resume());
+  if (config_.logging().tensorboard()) {
+    VISION_ASSIGN_OR_RETURN(tensorboard_, logging::TensorBoardWriter::Create(dir + "/tensorboard"));
+  }
+  return absl::OkStatus();
+}
+
+// Identical replicas from the same step on every rank, and gradient communication.
+absl::Status Trainer::Loop::SetUpReplicas() {
   // Every rank must continue from the same step, or their collectives stop matching.
   VISION_ASSIGN_OR_RETURN(std::vector<std::string> steps,
                           collectives_.AllGather(absl::StrCat(resumed_from_)));
@@ -242,7 +276,7 @@ absl::Status Trainer::Impl::Init() {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Impl::Resume() {
+absl::Status Trainer::Loop::Resume() {
   if (!config_.checkpoint().auto_resume()) return absl::OkStatus();
   // Where a run lives does not change what it computes: a moved or copied run directory resumes.
   auto without_location = [](core::TrainPipelineConfig c) {
@@ -279,14 +313,14 @@ absl::Status Trainer::Impl::Resume() {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Impl::StartEpoch(int64_t epoch, int64_t first_batch) {
+absl::Status Trainer::Loop::StartEpoch(int64_t epoch, int64_t first_batch) {
   state_.epoch = epoch;
   state_.batch_in_epoch = first_batch;
   train_loader_->StartEpoch(epoch, sampler_->Indices(epoch), first_batch);
   return absl::OkStatus();
 }
 
-absl::StatusOr<core::Batch> Trainer::Impl::NextTrainBatch() {
+absl::StatusOr<core::Batch> Trainer::Loop::NextTrainBatch() {
   while (true) {
     absl::StatusOr<std::optional<core::Batch>> batch = train_loader_->Next();
     if (!batch.ok()) return batch.status();
@@ -299,7 +333,7 @@ absl::StatusOr<core::Batch> Trainer::Impl::NextTrainBatch() {
   }
 }
 
-absl::Status Trainer::Impl::TrainStep(std::map<std::string, double>* log_terms,
+absl::Status Trainer::Loop::TrainStep(std::map<std::string, double>* log_terms,
                                       double* loss_value, double* grad_norm, bool want_log) {
   const core::TrainLoopConfig& t = config_.train();
   const int accumulation = t.gradient_accumulation_steps();
@@ -363,7 +397,7 @@ absl::Status Trainer::Impl::TrainStep(std::map<std::string, double>* log_terms,
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Impl::SaveCheckpoint(bool is_best) {
+absl::Status Trainer::Loop::SaveCheckpoint(bool is_best) {
   absl::Status status;
   if (is_main()) {
     state_.loss_scaler_state = scaler_.State();
@@ -377,7 +411,7 @@ absl::Status Trainer::Impl::SaveCheckpoint(bool is_best) {
   return status;
 }
 
-absl::Status Trainer::Impl::LogScalars(int64_t step, const std::map<std::string, double>& values) {
+absl::Status Trainer::Loop::LogScalars(int64_t step, const std::map<std::string, double>& values) {
   if (!is_main()) return absl::OkStatus();
   if (metrics_log_) {
     logging::MetricsRecord record;
@@ -395,7 +429,7 @@ absl::Status Trainer::Impl::LogScalars(int64_t step, const std::map<std::string,
   return absl::OkStatus();
 }
 
-absl::StatusOr<TrainResult> Trainer::Impl::Run() {
+absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   const Clock::time_point start = Clock::now();
   VISION_RETURN_IF_ERROR(StartEpoch(state_.epoch, state_.batch_in_epoch));
   const int64_t log_every = config_.logging().every_n_steps();
@@ -418,7 +452,7 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
     std::map<std::string, double> terms;
     double loss = 0, grad_norm = 0;
     const Clock::time_point step_start = Clock::now();
-    VISION_RETURN_IF_ERROR(GuardTorch(absl::StrCat("training step ", state_.step + 1), [&] {
+    VISION_RETURN_IF_ERROR(core::GuardTorch(absl::StrCat("training step ", state_.step + 1), [&] {
       return TrainStep(&terms, &loss, &grad_norm, want_log);
     }));
     if (want_log && collectives_.world_size() > 1) {
@@ -509,7 +543,7 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
   return result;
 }
 
-absl::StatusOr<std::map<std::string, double>> Trainer::Impl::Evaluate() {
+absl::StatusOr<std::map<std::string, double>> Trainer::Loop::Evaluate() {
   if (p_.evaluator == nullptr || p_.eval_dataset == nullptr) {
     return absl::FailedPreconditionError("evaluation needs evaluation.evaluator and eval_data");
   }
@@ -556,7 +590,7 @@ absl::StatusOr<std::map<std::string, double>> Trainer::Impl::Evaluate() {
 Trainer::Trainer(const core::TrainPipelineConfig& config, core::Collectives* collectives,
                  TrainerOptions options, core::Pipeline pipeline)
     : pipeline_(std::move(pipeline)),
-      impl_(std::make_unique<Impl>(config, collectives, options, pipeline_)) {}
+      loop_(std::make_unique<Loop>(config, collectives, options, pipeline_)) {}
 
 Trainer::~Trainer() = default;
 
@@ -569,12 +603,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const core::TrainPipeli
   VISION_ASSIGN_OR_RETURN(core::Pipeline pipeline,
                           core::BuildPipeline(config, collectives->world_size()));
   std::unique_ptr<Trainer> trainer(new Trainer(config, collectives, options, std::move(pipeline)));
-  VISION_RETURN_IF_ERROR(GuardTorch("initialising training", [&] { return trainer->impl_->Init(); }));
+  VISION_RETURN_IF_ERROR(core::GuardTorch("initialising training", [&] { return trainer->loop_->Init(); }));
   return trainer;
 }
 
-absl::StatusOr<TrainResult> Trainer::Run() { return impl_->Run(); }
+absl::StatusOr<TrainResult> Trainer::Run() { return loop_->Run(); }
 
-absl::StatusOr<std::map<std::string, double>> Trainer::Evaluate() { return impl_->Evaluate(); }
+absl::StatusOr<std::map<std::string, double>> Trainer::Evaluate() { return loop_->Evaluate(); }
 
 }  // namespace vision::engine

@@ -51,12 +51,13 @@ class Trainer {
   core::Model& model() { return *pipeline_.model; }
 
  private:
-  class Impl;
+  // The training loop and its state (the trainer's implementation, kept out of this header).
+  class Loop;
   Trainer(const core::TrainPipelineConfig& config, core::Collectives* collectives, TrainerOptions options,
           core::Pipeline pipeline);
 
   core::Pipeline pipeline_;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Loop> loop_;
 };
 
 }  // namespace vision::engine

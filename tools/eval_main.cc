@@ -1,34 +1,33 @@
 // Evaluates a checkpoint on the config's eval_data and prints the metrics:
 //   eval --config=models/dbnet/configs/quickstart.pbtxt --checkpoint=runs/quickstart/best.pt
-// With --output_dir it also writes, per image, an ICDAR-format result file
-// (res_<image>.txt: x1,y1,...,xn,yn per detection) and the image with detections drawn
-// (green) over the ground truth (red, don't-care in grey) as PNG. Run under //tools:launch
-// to evaluate with several processes.
+// With --output_dir it also writes the evaluator's result files in the format's own layout
+// (ICDAR2015: res_<image>.txt per image) and each image with the predictions drawn (green) over
+// the ground truth (red, don't-care in grey) as PNG. Run under //tools:launch to evaluate with
+// several processes.
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/config/loader.h"
+#include "core/data_agreement.h"
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
 #include "distributed/env/distributed_env.h"
 #include "distributed/runtime/runtime.h"
-#include "engine/checkpoint.h"
 #include "engine/device.h"
-#include "engine/ema.h"
+#include "engine/draw.h"
 #include "engine/evaluation.h"
-#include "engine/visualize.h"
+#include "engine/inference.h"
 #include "tools/flags_util.h"
 
 ABSL_FLAG(std::string, config, "", "Path of the pipeline config (.pbtxt).");
 ABSL_FLAG(std::string, checkpoint, "", "Checkpoint to evaluate (checkpoint_N.pt or best.pt).");
 ABSL_FLAG(std::string, output_dir, "",
-          "If set: ICDAR-format result files and drawn images are written here.");
+          "If set: the evaluator's result files and drawn images are written here.");
 ABSL_FLAG(int, max_images, -1, "Draw at most this many images (-1: all).");
 
 namespace vision::tools {
@@ -49,56 +48,51 @@ absl::Status Run(const std::vector<std::string>& overrides) {
         absl::StrCat(config_path, ": eval_data and evaluation.evaluator are required"));
   }
   VISION_ASSIGN_OR_RETURN(distributed::env::DistributedEnv env, distributed::env::ReadDistributedEnv());
-  VISION_ASSIGN_OR_RETURN(const c10::Device device, engine::ResolveDevice(config.device(), env.local_rank));
-  engine::ConfigureDevice(device, config.cudnn_benchmark());
+  // Before joining: NCCL binds to the current device, and a device this machine lacks stops
+  // every rank at once.
+  VISION_RETURN_IF_ERROR(engine::ResolveDevice(config.device(), env.local_rank).status());
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Collectives> collectives,
                           distributed::runtime::JoinJob(env, config));
   // Only what evaluation needs: the training data need not exist here.
-  VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Model> model, core::BuildModel(config.model()));
+  VISION_ASSIGN_OR_RETURN(engine::InferenceModel loaded,
+                          engine::LoadModelForInference(config, checkpoint, env.local_rank));
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Dataset> dataset,
                           core::BuildDataset(config.eval_data(), "eval_data"));
   VISION_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<core::Augmentation>> augmentations,
                           core::BuildAugmentations(config.eval_data(), "eval_data"));
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Evaluator> evaluator,
                           core::BuildEvaluator(config.evaluation()));
-  // The weights evaluation uses: the EMA when the run kept one.
-  std::unique_ptr<engine::ModelEma> ema;
-  if (config.train().ema_decay() > 0) {
-    ema = std::make_unique<engine::ModelEma>(*model, config.train().ema_decay());
-  }
-  engine::CheckpointMeta meta;
-  VISION_RETURN_IF_ERROR(engine::LoadCheckpoint(
-      checkpoint, engine::TrainingState{model.get(), nullptr, ema.get()}, &meta));
-  if (ema) ema->Swap(*model);
-  model->to(device);
+  VISION_RETURN_IF_ERROR(core::CheckDataAgreement(config, loaded.model.get(), nullptr,
+                                                 dataset.get(), evaluator.get()));
 
   const std::string output_dir = absl::GetFlag(FLAGS_output_dir);
   if (!output_dir.empty()) fs::create_directories(output_dir);
   int drawn = 0;
   engine::EvaluationJob job;
-  job.model = model.get();
+  job.model = loaded.model.get();
   job.dataset = dataset.get();
   for (const auto& a : augmentations) job.augmentations.push_back(a.get());
   job.evaluator = evaluator.get();
   job.loader.batch_size = config.eval_data().loader().batch_size();
   job.loader.num_workers = config.eval_data().loader().num_workers();
   job.loader.seed = config.seed();
-  job.loader.pin_memory = device.is_cuda();
-  job.device = device;
+  job.loader.pin_memory = loaded.device.is_cuda();
+  job.device = loaded.device;
   job.collectives = collectives.get();
+  job.results_dir = output_dir;
   if (!output_dir.empty()) {
     job.on_prediction = [&](const core::Sample& prediction, const core::Sample& truth) {
       const int max_images = absl::GetFlag(FLAGS_max_images);
-      const bool draw = max_images < 0 || drawn < max_images;
-      drawn += draw ? 1 : 0;
-      return engine::WritePrediction(output_dir, prediction, truth, draw);
+      if (max_images >= 0 && drawn >= max_images) return absl::OkStatus();
+      ++drawn;
+      return engine::WriteDrawing(output_dir, prediction, truth);
     };
   }
   using Metrics = std::map<std::string, double>;
   VISION_ASSIGN_OR_RETURN(Metrics metrics, engine::RunEvaluation(job));
   if (collectives->rank() == 0) {
-    std::printf("%s (step %lld) on %s:\n", checkpoint.c_str(), static_cast<long long>(meta.step),
-                dataset->Describe().c_str());
+    std::printf("%s (step %lld) on %s:\n", checkpoint.c_str(),
+                static_cast<long long>(loaded.meta.step), dataset->Describe().c_str());
     for (const auto& [name, value] : metrics) std::printf("  %-10s %.4f\n", name.c_str(), value);
     if (!output_dir.empty()) std::printf("results and drawings in %s\n", output_dir.c_str());
   }

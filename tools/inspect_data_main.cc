@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,8 @@
 #include "core/config/loader.h"
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
-#include "core/run_length_mask.h"
 #include "data/loader/loader.h"
+#include "engine/draw.h"
 #include "distributed/sampler/distributed_sampler.h"
 #include "tools/flags_util.h"
 
@@ -36,87 +37,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// 8-bit BGR for display: decoded images as they are; normalised float (RGB) images stretched
-// per channel to 0..255.
-cv::Mat Displayable(const cv::Mat& image) {
-  if (image.depth() == CV_8U) return image.clone();
-  std::vector<cv::Mat> channels;
-  cv::split(image, channels);
-  for (cv::Mat& c : channels) cv::normalize(c, c, 0, 255, cv::NORM_MINMAX, CV_8U);
-  cv::Mat rgb, bgr;
-  cv::merge(channels, rgb);
-  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-  return bgr;
-}
-
-void DrawPolygon(cv::Mat& image, const core::Polygon& polygon, const cv::Scalar& color) {
-  std::vector<cv::Point> points;
-  for (const cv::Point2f& p : polygon) points.emplace_back(cvRound(p.x), cvRound(p.y));
-  if (points.size() >= 2) cv::polylines(image, points, true, color, 1, cv::LINE_AA);
-}
-
-// A distinct, stable colour per class label (golden-angle hue steps).
-cv::Scalar ClassColour(int label) {
-  cv::Mat hsv(1, 1, CV_8UC3, cv::Scalar((label * 137) % 180, 220, 255)), bgr;
-  cv::cvtColor(hsv, bgr, cv::COLOR_HSV2BGR);
-  const cv::Vec3b c = bgr.at<cv::Vec3b>(0, 0);
-  return cv::Scalar(c[0], c[1], c[2]);
-}
-
 cv::Mat Draw(const core::Sample& s) {
-  cv::Mat image = Displayable(s.image);
-  if (!s.semantic.empty()) {
-    cv::Mat lut(1, 256, CV_8UC3, cv::Scalar(0, 0, 0));  // 255 (ignore) and unused ids black
-    for (int id = 0; id < 255; ++id) {
-      const cv::Scalar c = ClassColour(id);
-      lut.at<cv::Vec3b>(0, id) = cv::Vec3b(c[0], c[1], c[2]);
-    }
-    cv::Mat ids3, colored;
-    cv::cvtColor(s.semantic, ids3, cv::COLOR_GRAY2BGR);
-    cv::LUT(ids3, lut, colored);
-    cv::addWeighted(image, 0.5, colored, 0.5, 0, image);
-  }
-  for (const core::TextInstance& t : s.texts) {
-    DrawPolygon(image, t.polygon, t.ignore ? cv::Scalar(160, 160, 160) : cv::Scalar(0, 220, 0));
-  }
-  for (const core::ObjectInstance& o : s.objects) {
-    const cv::Scalar colour = o.is_crowd ? cv::Scalar(128, 128, 128) : ClassColour(o.label);
-    cv::Mat mask = cv::Mat::zeros(image.size(), CV_8U);
-    for (const core::Polygon& p : o.polygons) {
-      std::vector<cv::Point> points;
-      for (const cv::Point2f& q : p) points.emplace_back(cvRound(q.x), cvRound(q.y));
-      cv::fillPoly(mask, std::vector<std::vector<cv::Point>>{points}, cv::Scalar(1));
-    }
-    if (o.rle.height > 0) {
-      absl::StatusOr<cv::Mat> decoded = core::DecodeRle(o.rle);
-      if (decoded.ok() && decoded->size() == image.size()) mask |= *decoded;
-    }
-    cv::Mat tinted = image.clone();
-    tinted.setTo(colour, mask);
-    if (o.is_crowd) {
-      // Hatched, so a crowd region reads as "ignored" at a glance.
-      for (int d = 0; d < image.cols + image.rows; d += 6) {
-        cv::line(tinted, cv::Point(d, 0), cv::Point(d - image.rows, image.rows), cv::Scalar(0, 0, 0));
-      }
-      image.copyTo(tinted, mask == 0);
-    }
-    cv::addWeighted(image, 0.55, tinted, 0.45, 0, image);
-    cv::rectangle(image, o.box, colour, 1);
-    cv::putText(image, absl::StrCat(o.label, o.is_crowd ? " crowd" : ""), o.box.tl(),
-                cv::FONT_HERSHEY_PLAIN, 0.8, colour);
-  }
-  // Targets beside the image, each as a heat map over its own range, with its name.
-  std::vector<cv::Mat> tiles = {image};
-  for (const auto& [name, map] : s.targets) {
-    cv::Mat scaled, colored;
-    cv::normalize(map, scaled, 0, 255, cv::NORM_MINMAX, CV_8U);
-    cv::applyColorMap(scaled, colored, cv::COLORMAP_JET);
-    cv::putText(colored, name, cv::Point(3, 12), cv::FONT_HERSHEY_PLAIN, 0.9, cv::Scalar(255, 255, 255));
-    tiles.push_back(colored);
-  }
-  cv::Mat row;
-  cv::hconcat(tiles, row);
-  return row;
+  cv::Mat image = engine::Displayable(s.image);
+  engine::DrawAnnotations(s, engine::DrawOptions(), &image);
+  return engine::WithTargetsBeside(image, s.targets);
 }
 
 absl::Status Run(const std::vector<std::string>& overrides) {
@@ -139,6 +63,10 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   const core::DataConfig& data = train ? config.train_data() : config.eval_data();
   const std::string field = train ? "train_data" : "eval_data";
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Dataset> dataset, core::BuildDataset(data, field));
+  std::printf("%s: %s\n", field.c_str(), dataset->Describe().c_str());
+  if (const std::optional<core::DatasetMetadata> metadata = dataset->Metadata()) {
+    std::printf("annotations: %s\n", core::DescribeMetadata(*metadata).c_str());
+  }
   VISION_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<core::Augmentation>> augmentations,
                           core::BuildAugmentations(data, field));
   std::shared_ptr<const core::TargetGenerator> targets;

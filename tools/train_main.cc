@@ -21,6 +21,7 @@
 #include "core/optimizer.h"
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
+#include "core/status_util.h"
 #include "distributed/env/distributed_env.h"
 #include "distributed/runtime/runtime.h"
 #include "engine/device.h"
@@ -76,9 +77,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   VISION_ASSIGN_OR_RETURN(distributed::env::DistributedEnv env,
                           distributed::env::ReadDistributedEnv());
   // Errors from building plugins name the config file too.
-  auto in_file = [&path](const absl::Status& s) {
-    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
-  };
+  auto in_file = [&path](const absl::Status& s) { return core::WithContext(path, s); };
   if (absl::GetFlag(FLAGS_dry_run)) {
     // Assembles every component without joining the job or touching the output directory.
     absl::StatusOr<core::Pipeline> built = core::BuildPipeline(*config, env.world_size);

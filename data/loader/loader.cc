@@ -13,6 +13,8 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "core/status_util.h"
 
 namespace vision::data {
 namespace {
@@ -140,15 +142,12 @@ absl::StatusOr<core::Sample> LoadSample(const core::Dataset& dataset,
   std::mt19937_64 rng(SampleSeed(seed, epoch, index));
   try {
     for (const core::Augmentation* augmentation : augmentations) {
-      if (absl::Status s = augmentation->Apply(&*sample, rng); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(SampleName(*sample, index), ": ", s.message()));
-      }
+      VISION_RETURN_IF_ERROR(core::WithContext(SampleName(*sample, index),
+                                               augmentation->Apply(&*sample, rng)));
     }
     if (targets != nullptr) {
-      if (absl::Status s = targets->Generate(&*sample); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(SampleName(*sample, index),
-                                                   ": target generation: ", s.message()));
-      }
+      VISION_RETURN_IF_ERROR(core::WithContext(
+          absl::StrCat(SampleName(*sample, index), ": target generation"), targets->Generate(&*sample)));
     }
   } catch (const cv::Exception& e) {
     return absl::InternalError(absl::StrCat(SampleName(*sample, index), ": OpenCV: ", e.what()));
@@ -312,16 +311,11 @@ absl::StatusOr<core::Batch> DataLoader::MakeBatch(int64_t batch_index) {
                                                      options_.keep_ground_truth);
     std::map<std::string, at::Tensor> per_image;
     if (sample.ok() && targets_ != nullptr) {
-      try {
-        if (absl::Status s = targets_->GenerateInstances(*sample, &per_image); !s.ok()) {
-          sample = absl::Status(s.code(), absl::StrCat(SampleName(*sample, indices_[i]),
-                                                       ": target generation: ", s.message()));
-        }
-      } catch (const c10::Error& e) {
-        sample = absl::InternalError(absl::StrCat(SampleName(*sample, indices_[i]),
-                                                  ": target generation: ",
-                                                  e.what_without_backtrace()));
-      }
+      const std::string what = absl::StrCat(SampleName(*sample, indices_[i]), ": target generation");
+      absl::Status made = core::GuardTorch(what, [&] {
+        return core::WithContext(what, targets_->GenerateInstances(*sample, &per_image));
+      });
+      if (!made.ok()) sample = made;
     }
     if (sample.ok()) {
       samples.push_back(std::move(sample).value());

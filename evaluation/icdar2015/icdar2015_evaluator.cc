@@ -1,10 +1,14 @@
 #include "evaluation/icdar2015/icdar2015_evaluator.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/polygon.h"
 
@@ -152,5 +156,24 @@ absl::Status ICDAR2015HmeanEvaluator::MergeState(const std::string& state) {
 
 VISION_REGISTER_PLUGIN(core::EvaluatorRegistry, "ICDAR2015Hmean", ICDAR2015HmeanEvaluator,
                        ICDAR2015HmeanOptions);
+
+absl::Status ICDAR2015HmeanEvaluator::WriteResult(const core::Sample& prediction,
+                                                 const core::Sample& truth,
+                                                 const std::string& dir) const {
+  const std::string stem = std::filesystem::path(truth.image_path).stem().string();
+  const std::string path = (std::filesystem::path(dir) / absl::StrCat("res_", stem, ".txt")).string();
+  std::ofstream out(path);
+  for (const core::TextInstance& t : prediction.texts) {
+    std::vector<std::string> coords;
+    for (const cv::Point2f& p : t.polygon) {
+      coords.push_back(absl::StrCat(cvRound(p.x)));
+      coords.push_back(absl::StrCat(cvRound(p.y)));
+    }
+    out << absl::StrJoin(coords, ",") << "\n";
+  }
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
 
 }  // namespace vision::evaluation::icdar2015

@@ -57,6 +57,11 @@ class ICDAR2015HmeanEvaluator : public core::Evaluator {
   // The counts {matched, care ground truths, care detections} since Reset().
   std::vector<double> State() const;
 
+  // <dir>/res_<image stem>.txt, one detected text per line as x1,y1,...,xn,yn in integer
+  // pixels: the result files the official RRC script evaluates.
+  absl::Status WriteResult(const core::Sample& prediction, const core::Sample& truth,
+                           const std::string& dir) const override;
+
  private:
   explicit ICDAR2015HmeanEvaluator(const ICDAR2015HmeanOptions& options) : options_(options) {}
 

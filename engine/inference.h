@@ -1,0 +1,33 @@
+// The one "load a model for inference" step of the eval and infer tools: build the config's
+// model, load a checkpoint's weights (the EMA weights when the run kept an EMA, as the trainer
+// evaluates), move it to the config's device and switch it to evaluation mode.
+#ifndef VISION_ENGINE_INFERENCE_H_
+#define VISION_ENGINE_INFERENCE_H_
+
+#include <memory>
+#include <string>
+
+#include <c10/core/Device.h>
+
+#include "absl/status/statusor.h"
+#include "core/config/pipeline.pb.h"
+#include "core/model.h"
+#include "engine/checkpoint.h"
+
+namespace vision::engine {
+
+struct InferenceModel {
+  std::shared_ptr<core::Model> model;
+  c10::Device device{c10::DeviceType::CPU};
+  // The checkpoint's step, config and metrics.
+  CheckpointMeta meta;
+};
+
+// `local_rank` picks the GPU for device: "cuda" (engine/device.h).
+absl::StatusOr<InferenceModel> LoadModelForInference(const core::TrainPipelineConfig& config,
+                                                     const std::string& checkpoint,
+                                                     int local_rank);
+
+}  // namespace vision::engine
+
+#endif  // VISION_ENGINE_INFERENCE_H_

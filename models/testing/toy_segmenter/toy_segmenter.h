@@ -1,0 +1,44 @@
+// "ToySegmenter": two convolutions to per-pixel class logits, cross-entropy on the batch's
+// "semantic" label maps (ignore label skipped), predictions as label maps at the original
+// image size. A test plugin for the label-map path of the core contract.
+#ifndef VISION_MODELS_TESTING_TOY_SEGMENTER_TOY_SEGMENTER_H_
+#define VISION_MODELS_TESTING_TOY_SEGMENTER_TOY_SEGMENTER_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/nn/modules/conv.h>
+
+#include "absl/status/statusor.h"
+#include "core/model.h"
+#include "models/testing/toy_segmenter/toy_segmenter.pb.h"
+
+namespace vision::models::testing {
+
+class ToySegmenter : public core::Model {
+ public:
+  static absl::StatusOr<std::unique_ptr<ToySegmenter>> Create(const ToySegmenterOptions& options);
+
+  std::map<std::string, at::Tensor> Losses(const core::Batch& batch) override;
+  std::vector<core::Sample> Predict(const core::Batch& batch) override;
+  std::optional<core::TaskRequirements> DataRequirements() const override {
+    return core::TaskRequirements{core::AnnotationKind::kLabelMaps, num_classes_, "num_classes"};
+  }
+
+  // [N, num_classes, H, W].
+  at::Tensor Logits(const at::Tensor& images);
+
+ private:
+  explicit ToySegmenter(const ToySegmenterOptions& options);
+
+  int num_classes_;
+  torch::nn::Conv2d features_{nullptr};
+  torch::nn::Conv2d classifier_{nullptr};
+};
+
+}  // namespace vision::models::testing
+
+#endif  // VISION_MODELS_TESTING_TOY_SEGMENTER_TOY_SEGMENTER_H_
