@@ -1,8 +1,11 @@
 """DBNet-ResNet-18 in Python PyTorch, the same network and losses as models/dbnet (FPN of
 the paper with 256 inner channels, DB head with k = 50, balanced BCE with 3:1 hard negatives,
-L1 on the threshold map, Dice on the binary map), timing forward+backward steps on random
-targets. Run by benchmarks/dbnet_step.sh next to our C++ model."""
+L1 on the threshold map, Dice on the binary map), timing training steps on random targets
+with the same flags and output lines as models/dbnet:activation_memory_benchmark. Run by
+benchmarks/dbnet_step.sh (CPU) and benchmarks/gpu/run.sh (CUDA, autocast) next to our C++
+model."""
 import argparse
+import collections
 import time
 
 import torch
@@ -52,7 +55,10 @@ def losses(p, t, b, gt, mask, thresh_map, thresh_mask):
     negative = (1 - gt) * mask
     n_pos = int(positive.sum())
     n_neg = min(int(negative.sum()), 3 * n_pos)
-    bce = F.binary_cross_entropy(p, gt, reduction="none")
+    # CUDA autocast refuses binary_cross_entropy in half precision: float32 with autocast off,
+    # the precision CPU autocast gives it.
+    with torch.autocast(p.device.type, enabled=False):
+        bce = F.binary_cross_entropy(p.float(), gt, reduction="none")
     neg_loss, _ = (bce * negative).view(-1).topk(n_neg)
     l_prob = ((bce * positive).sum() + neg_loss.sum()) / (n_pos + n_neg + 1e-6)
     l_thresh = ((t - thresh_map).abs() * thresh_mask).sum() / (thresh_mask.sum() + 1e-6)
@@ -62,32 +68,156 @@ def losses(p, t, b, gt, mask, thresh_map, thresh_mask):
     return l_prob + 1.0 * l_binary + 10.0 * l_thresh
 
 
+def param_groups(model, weight_decay):
+    """Weight decay off norm weights and all biases, as core/param_groups.h splits them."""
+    decay, no_decay = [], []
+    for module in model.modules():
+        for name, param in module.named_parameters(recurse=False):
+            norm = isinstance(module, nn.modules.batchnorm._NormBase)
+            (no_decay if norm or name == "bias" else decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+class PhaseTimer:
+    """Time of each phase of a step: CUDA events on the current stream, read after the loop (no
+    synchronisation inside the steps), or the wall clock on the CPU."""
+
+    def __init__(self, device, phases):
+        self.cuda = device.type == "cuda"
+        self.phases = phases
+        self.marks = []
+
+    def mark(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def mean_ms(self):
+        if self.cuda and self.marks:
+            self.marks[-1].synchronize()
+        per_step = self.phases + 1
+        steps = len(self.marks) // per_step
+        sums = [0.0] * self.phases
+        for s in range(steps):
+            for p in range(self.phases):
+                a, b = self.marks[s * per_step + p], self.marks[s * per_step + p + 1]
+                sums[p] += a.elapsed_time(b) if self.cuda else (b - a) * 1000
+        return [x / max(steps, 1) for x in sums]
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def profile(device, steps, step_ms, step):
+    """The operations that took the most device time, aggregated from the same Kineto events as
+    the C++ side: kernels and copies on a GPU, operators (inclusive) on the CPU."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        synchronize(device)
+    kinds = torch.autograd.DeviceType
+    wanted = kinds.CUDA if device.type == "cuda" else kinds.CPU
+    ms_by_name = collections.Counter()
+    for event in prof.profiler.kineto_results.events():
+        if event.device_type() == wanted:
+            ms_by_name[event.name()] += event.duration_ns() / 1e6 / steps
+    busy = sum(ms_by_name.values())
+    if device.type == "cuda":
+        print(f"profile: device busy {busy:.1f} ms of a {step_ms:.1f} ms step "
+              f"({100 * busy / step_ms:.0f}%); top kernels, ms per step:")
+    else:
+        print("profile: top operators, ms per step including the operators they call:")
+    for name, ms in ms_by_name.most_common(10):
+        print(f"  {ms:8.2f}  {name[:110]}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=640)
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--amp", choices=("none", "bf16", "fp16"), default="none")
+    parser.add_argument("--optimizer", choices=("none", "sgd"), default="none")
+    parser.add_argument("--cudnn_benchmark", type=lambda v: v.lower() in ("1", "true"),
+                        default=False)
+    parser.add_argument("--profile_steps", type=int, default=0)
     parser.add_argument("--checkpoint", default="")  # accepted for a shared command line
     args = parser.parse_args()
     torch.set_num_threads(1)
-    model = DBNet().train()
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
+    device = torch.device(args.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", 0)
+    model = DBNet().to(device).train()
+    optimizer = (torch.optim.SGD(param_groups(model, 1e-4), lr=0.007, momentum=0.9)
+                 if args.optimizer == "sgd" else None)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+    scaler = torch.amp.GradScaler(device.type, enabled=args.amp == "fp16")
     n, s = args.batch, args.size
-    images = torch.randn(n, 3, s, s)
-    gt = (torch.rand(n, s, s) > 0.9).float()
-    mask = torch.ones(n, s, s)
-    thresh_map = torch.rand(n, s, s) * 0.4 + 0.3
-    thresh_mask = (torch.rand(n, s, s) > 0.5).float()
+    images = torch.randn(n, 3, s, s, device=device)
+    gt = (torch.rand(n, s, s, device=device) > 0.9).float()
+    mask = torch.ones(n, s, s, device=device)
+    thresh_map = torch.rand(n, s, s, device=device) * 0.4 + 0.3
+    thresh_mask = (torch.rand(n, s, s, device=device) > 0.5).float()
+    timer = PhaseTimer(device, 3 if optimizer else 2)
 
-    def step():
-        model.zero_grad()
-        losses(*model(images), gt, mask, thresh_map, thresh_mask).backward()
+    def step(t=None):
+        if t:
+            t.mark()
+        if not optimizer:
+            model.zero_grad()
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = losses(*model(images), gt, mask, thresh_map, thresh_mask).float()
+        if t:
+            t.mark()
+        scaler.scale(loss).backward()
+        if t:
+            t.mark()
+        if not optimizer:
+            return
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        if t:
+            t.mark()
 
     if args.steps > 1:
-        step()
+        for _ in range(args.warmup):
+            step()
+    synchronize(device)
     start = time.perf_counter()
     for _ in range(args.steps):
-        step()
-    print(f"python: step {(time.perf_counter() - start) / args.steps:.3f} s")
+        step(timer)
+    synchronize(device)
+    seconds = (time.perf_counter() - start) / args.steps
+    print(f"python: step {seconds:.3f} s")
+    ms = timer.mean_ms()
+    summary = (f"summary: device={device} amp={args.amp} images/s={n / seconds:g} "
+               f"forward_ms={ms[0]:g} backward_ms={ms[1]:g}")
+    if optimizer:
+        summary += f" optimizer_ms={ms[2]:g}"
+    if scaler.is_enabled():
+        summary += f" loss_scale={scaler.get_scale():g}"
+    if device.type == "cuda":
+        summary += (f" peak_allocated_mib={torch.cuda.max_memory_allocated(device) / 2**20:g}"
+                    f" peak_reserved_mib={torch.cuda.max_memory_reserved(device) / 2**20:g}")
+    print(summary, flush=True)
+    if args.profile_steps > 0:
+        try:
+            profile(device, args.profile_steps, seconds * 1000, step)
+        except Exception as e:  # the timed figures are out already
+            print(f"profile: failed: {e}")
 
 
 if __name__ == "__main__":

@@ -1,20 +1,26 @@
-// Step time of data-parallel training of a small conv net on CPU with Gloo, per gradient
-// communication strategy, at world size 1 and 2 (one process per rank, forked here), measured
-// side by side in one run. Prints ms/step (mean over the timed steps, rank 0's clock; every
-// rank waits for the others in the collectives) and the parameter checksum after training, which
-// must agree between the exact strategies of a world size.
+// Step time of data-parallel training of a small conv net, per gradient communication strategy,
+// at world size 1 and 2 (one process per rank, forked here), measured side by side in one run:
+// on CPU with Gloo, or on GPUs with NCCL (--device=cuda --backend=nccl, one GPU per rank).
+// Prints ms/step (mean over the timed steps, rank 0's clock; every rank waits for the others in
+// the collectives) and the parameter checksum after training, which must agree between the exact
+// strategies of a world size.
 //
 //   bazel run -c opt //distributed/strategies:comm_benchmark -- --steps=20 --batch=8
+//   comm_benchmark --rank=0 --world=1 --device=cuda --backend=nccl   (one GPU, NCCL's path)
 //
 // "none" trains each rank on its own (no communication): the compute-only baseline.
 // "collectives" runs no model at all: each step it all-reduces buffers of the bucketed
 // strategy's bucket sizes, launched together and then awaited, i.e. the time of the collectives
-// alone, which the communication overhead of a strategy is compared with.
+// alone, which the communication overhead of a strategy is compared with. With one rank the
+// strategies send nothing (one gradient is its own average): "collectives" is then what runs
+// the backend's all-reduce.
 //
 // c10d::Reducer (the C++ engine of PyTorch's DDP) is not compared: its header includes
 // torch/csrc/distributed/autograd/, which Debian's libtorch-dev does not ship.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/cuda.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
@@ -52,6 +58,10 @@ ABSL_FLAG(int, world, 2, "with --rank: the number of ranks");
 ABSL_FLAG(std::string, master_addr, "127.0.0.1", "with --rank: rank 0's address");
 ABSL_FLAG(int, master_port, 29600,
           "with --rank: the first of consecutive ports, one per configuration and repeat");
+ABSL_FLAG(std::string, device, "cpu",
+          "cpu, or cuda: rank r trains on cuda:r (NCCL allows one rank per GPU)");
+ABSL_FLAG(std::string, backend, "gloo",
+          "gloo, or nccl: NCCL for the CUDA tensors of --device=cuda (CPU tensors take Gloo)");
 ABSL_FLAG(int, repeats, 1,
           "sweeps over all configurations; interleaving repeats spreads drifting machine load "
           "over all of them (take the median per line)");
@@ -113,16 +123,30 @@ absl::StatusOr<Communicator> MakeCommunicator(const std::string& name, BenchNet&
   return comm;
 }
 
+// The device of `rank`'s tensors.
+c10::Device RankDevice(int rank) {
+  return absl::GetFlag(FLAGS_device) == "cuda" ? c10::Device(c10::kCUDA, rank)
+                                               : c10::Device(c10::kCPU);
+}
+
+// CUDA kernels and NCCL collectives run asynchronously: wait for the device before reading a
+// clock.
+void Synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
 absl::Status TimeCollectives(std::vector<at::Tensor>& buffers,
                              const c10::intrusive_ptr<c10d::ProcessGroup>& group, int rank,
                              int world) {
+  const c10::Device device = RankDevice(rank);
   const int warmup = absl::GetFlag(FLAGS_warmup);
   const int steps = absl::GetFlag(FLAGS_steps);
   std::chrono::steady_clock::time_point start;
   for (int step = 0; step < warmup + steps; ++step) {
     if (step == warmup) {
-      std::vector<at::Tensor> token = {at::zeros({1})};
+      std::vector<at::Tensor> token = {at::zeros({1}, device)};
       group->allreduce(token)->wait();
+      Synchronize(device);
       start = std::chrono::steady_clock::now();
     }
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
@@ -132,6 +156,7 @@ absl::Status TimeCollectives(std::vector<at::Tensor>& buffers,
     }
     for (auto& work : works) work->wait();
   }
+  Synchronize(device);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
       steps;
@@ -156,57 +181,55 @@ absl::StatusOr<std::vector<at::Tensor>> BucketBuffers(BenchNet& net,
   for (const std::vector<int>& bucket : (*strategy)->BucketLayout()) {
     int64_t numel = 0;
     for (int i : bucket) numel += params[i].numel();
-    buffers.push_back(at::randn({numel}));
+    buffers.push_back(at::randn({numel}, params.front().device()));
   }
   return buffers;
 }
 
-absl::Status RunRank(const std::string& name, int rank, int world, int port,
-                     const std::string& master_addr = "127.0.0.1") {
-  at::set_num_threads(absl::GetFlag(FLAGS_threads));
-  process_group::ProcessGroupOptions options;
-  options.rank = rank;
-  options.world_size = world;
-  options.master_addr = master_addr;
-  options.multi_node = master_addr != "127.0.0.1";
-  options.master_port = port;
-  options.timeout = std::chrono::seconds(60);
-  auto group = process_group::CreateProcessGroup(options);
-  if (!group.ok()) return group.status();
+// One configuration's timed steps on a formed group.
+absl::Status TrainRank(const std::string& name, int rank, int world, const c10::Device& device,
+                       const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
   torch::manual_seed(0);
   BenchNet net;
+  // Initialised on the host and moved: the same weights (and checksums) on every device.
+  net.to(device);
   if (name == "collectives") {
-    auto buffers = BucketBuffers(net, *group);
+    auto buffers = BucketBuffers(net, group);
     if (!buffers.ok()) return buffers.status();
-    return TimeCollectives(*buffers, *group, rank, world);
+    return TimeCollectives(*buffers, group, rank, world);
   }
-  auto comm = MakeCommunicator(name, net, *group);
+  auto comm = MakeCommunicator(name, net, group);
   if (!comm.ok()) return comm.status();
   const int batch = absl::GetFlag(FLAGS_batch);
   const int size = absl::GetFlag(FLAGS_image_size);
   torch::manual_seed(1 + rank);
-  const at::Tensor inputs = at::randn({batch, 3, size, size});
-  const at::Tensor targets = at::randn({batch, 10});
+  const at::Tensor inputs = at::randn({batch, 3, size, size}).to(device);
+  const at::Tensor targets = at::randn({batch, 10}).to(device);
   const int warmup = absl::GetFlag(FLAGS_warmup);
   const int steps = absl::GetFlag(FLAGS_steps);
   std::chrono::steady_clock::time_point start;
   // Where a step's time goes: forward, backward (with any communication it launches), and
-  // the wait for communication after backward.
+  // the wait for communication after backward. On a GPU each phase ends with a device
+  // synchronisation, so that the host's clock sees the phase's kernels finish.
   double forward_ms = 0, backward_ms = 0, wait_ms = 0;
   for (int step = 0; step < warmup + steps; ++step) {
     if (step == warmup) {
       // Start the clock together.
-      std::vector<at::Tensor> token = {at::zeros({1})};
-      (*group)->allreduce(token)->wait();
+      std::vector<at::Tensor> token = {at::zeros({1}, device)};
+      group->allreduce(token)->wait();
+      Synchronize(device);
       start = std::chrono::steady_clock::now();
     }
     const auto t0 = std::chrono::steady_clock::now();
     at::Tensor loss = (net.forward(inputs) - targets).pow(2).mean();
     comm->before_backward();
+    Synchronize(device);
     const auto t1 = std::chrono::steady_clock::now();
     loss.backward();
+    Synchronize(device);
     const auto t2 = std::chrono::steady_clock::now();
     if (auto s = comm->after_backward(); !s.ok()) return s;
+    Synchronize(device);
     const auto t3 = std::chrono::steady_clock::now();
     if (step >= warmup) {
       forward_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -219,6 +242,7 @@ absl::Status RunRank(const std::string& name, int rank, int world, int port,
       p.mutable_grad().zero_();
     }
   }
+  Synchronize(device);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
       steps;
@@ -234,11 +258,44 @@ absl::Status RunRank(const std::string& name, int rank, int world, int port,
   return absl::OkStatus();
 }
 
+absl::Status RunRank(const std::string& name, int rank, int world, int port,
+                     const std::string& master_addr = "127.0.0.1") {
+  at::set_num_threads(absl::GetFlag(FLAGS_threads));
+  const c10::Device device = RankDevice(rank);
+  if (device.is_cuda() && rank >= static_cast<int>(torch::cuda::device_count())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device=cuda: rank ", rank, " needs cuda:", rank, " but ",
+                     torch::cuda::device_count(), " GPU(s) are visible"));
+  }
+  // The current device is the one NCCL binds this rank's communicator to.
+  c10::OptionalDeviceGuard device_guard;
+  if (device.is_cuda()) device_guard.reset_device(device);
+  process_group::ProcessGroupOptions options;
+  options.rank = rank;
+  options.world_size = world;
+  options.master_addr = master_addr;
+  options.multi_node = master_addr != "127.0.0.1";
+  options.master_port = port;
+  options.backend = absl::GetFlag(FLAGS_backend);
+  options.timeout = std::chrono::seconds(60);
+  auto group = process_group::CreateProcessGroup(options);
+  if (!group.ok()) return group.status();
+  absl::Status status = TrainRank(name, rank, world, device, *group);
+  // NCCL's communicators are torn down here rather than by a destructor at exit.
+  (*group)->shutdown();
+  return status;
+}
+
 int Main() {
+  if (const std::string device = absl::GetFlag(FLAGS_device); device != "cpu" && device != "cuda") {
+    std::cerr << "--device: cpu or cuda, got '" << device << "'\n";
+    return 1;
+  }
   std::cout << "batch " << absl::GetFlag(FLAGS_batch) << " x 3 x "
             << absl::GetFlag(FLAGS_image_size) << "^2 per rank, " << absl::GetFlag(FLAGS_threads)
             << " thread(s) per rank, bucket cap " << absl::GetFlag(FLAGS_bucket_cap_mb) << " MiB, "
-            << absl::GetFlag(FLAGS_steps) << " timed steps" << std::endl;
+            << absl::GetFlag(FLAGS_steps) << " timed steps, " << absl::GetFlag(FLAGS_device)
+            << " with " << absl::GetFlag(FLAGS_backend) << std::endl;
   const std::vector<std::string> configs =
       absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipEmpty());
   int failures = 0;

@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# The prepared GPU check (benchmarks/gpu/README.md), run from the repository root on the GPU
+# machine with the bundle that make_bundle.sh built:
+#   bash benchmarks/gpu/run.sh [--bundle=benchmarks/gpu/bundle] [--budget=450] [--cpu]
+# Parts: library preflight, the CUDA operator tests, the DBNet-ResNet-18 training step (ours and
+# PyTorch's, fp32 / bf16 / fp16 autocast), NCCL at world size 1 through the bucketed strategy's
+# buckets, and a 200-step quick-start training with its held-out hmean. Each part runs under
+# `timeout`, cut to what is left of --budget seconds; a part that fails or times out is reported
+# and the next one runs. Full logs go to $OUT/gpu_check/ when $OUT is set; the table at the end
+# names every part's status, time, peak GPU memory and result.
+# --cpu runs every part on the CPU with tiny sizes: how the bundle is checked where no GPU is.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+repo=$PWD
+
+bundle=benchmarks/gpu/bundle
+budget=450
+cpu=0
+for arg in "$@"; do
+  case "${arg}" in
+    --bundle=*) bundle=${arg#*=} ;;
+    --budget=*) budget=${arg#*=} ;;
+    --cpu) cpu=1 ;;
+    *) echo "usage: $0 [--bundle=DIR] [--budget=SECONDS] [--cpu]" >&2; exit 2 ;;
+  esac
+done
+began=${SECONDS}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/vision-gpu-check.XXXXXX")
+logs=${OUT:+${OUT}/gpu_check}
+logs=${logs:-${work}/logs}
+mkdir -p "${logs}"
+
+# A Python with torch: the GPU machine's (its LibTorch is what the binaries load), else this
+# machine's project environment (--cpu here).
+python=""
+for candidate in "${PYTHON:-}" /opt/torch/.venv/bin/python3 python3 \
+    "${VISION_VENV:-${HOME}/.cache/vision-train/venv}/bin/python3"; do
+  [[ -n "${candidate}" ]] || continue
+  if "${candidate}" -c 'import torch' 2>/dev/null; then python=${candidate}; break; fi
+done
+if [[ -z "${python}" ]]; then
+  echo "run.sh: no python3 with torch found (tried \$PYTHON, /opt/torch/.venv, python3)" >&2
+  exit 1
+fi
+torch_dir=$("${python}" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+
+# The bundle unpacks with Python's tarfile: the GPU machine may lack the xz program.
+if ! "${python}" -c '
+import sys, tarfile
+safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+tarfile.open(sys.argv[1]).extractall(sys.argv[2], **safe)' "${bundle}/bundle.tar.xz" "${work}"; then
+  echo "run.sh: cannot unpack ${bundle}/bundle.tar.xz (run benchmarks/gpu/make_bundle.sh)" >&2
+  exit 1
+fi
+bin=${work}/bin
+# Our binaries load the bundle's libraries and the wheel's LibTorch. Only they get this path:
+# the machine's own programs (Python included) keep their own versions of the libraries.
+lib_path=${work}/lib:${torch_dir}/lib
+for d in "$(dirname "${torch_dir}")"/nvidia/*/lib; do [[ -d "${d}" ]] && lib_path+=:${d}; done
+lib_path+=${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}
+bundled=(env LD_LIBRARY_PATH="${lib_path}")
+
+echo "bundle: $(sed -n 2p "${work}/MANIFEST.txt" | sed 's/^built: //')"
+sed -n 4p "${work}/MANIFEST.txt"
+echo "python: ${python} (torch $("${python}" -c 'import torch; print(torch.__version__)'))"
+if ((cpu)); then
+  echo "mode: --cpu (CPU fallbacks, tiny sizes)"
+else
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 |
+    sed 's/^/gpu: /'
+fi
+echo "logs: ${logs}"
+
+names=() statuses=() times=() peaks=() results=()
+
+# part NAME LIMIT_SECONDS COMMAND...: runs COMMAND (stdout and stderr to $logs/NAME.log) under
+# timeout, sampling the GPU's used memory meanwhile; records status, time and peak memory.
+part() {
+  local name=$1 limit=$2
+  shift 2
+  local log="${logs}/${name// /_}.log" left=$((budget - (SECONDS - began)))
+  names+=("${name}")
+  skipped=0
+  if ((left < 15)); then
+    skipped=1
+    statuses+=("SKIPPED") times+=("-") peaks+=("-")
+    echo "== ${name}: skipped, out of time"
+    return 1
+  fi
+  ((limit > left)) && limit=${left}
+  local sampler="" smi="${log%.log}.smi"
+  if ((!cpu)) && command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"${smi}" \
+      2>/dev/null &
+    sampler=$!
+  fi
+  local t0=${SECONDS} rc
+  timeout -k 10 "${limit}" "$@" >"${log}" 2>&1
+  rc=$?
+  local took=$((SECONDS - t0)) peak="-"
+  if [[ -n "${sampler}" ]]; then
+    kill "${sampler}" 2>/dev/null
+    wait "${sampler}" 2>/dev/null
+    peak=$(sort -n "${smi}" | tail -n 1)
+    peak=${peak:--}
+  fi
+  times+=("${took}s") peaks+=("${peak}")
+  if ((rc == 0)); then
+    statuses+=("ok")
+    echo "== ${name}: ok (${took}s)"
+  else
+    ((rc == 124 || rc == 137)) && statuses+=("TIMEOUT") || statuses+=("FAIL(${rc})")
+    echo "== ${name}: ${statuses[-1]} after ${took}s; last lines of ${log}:"
+    tail -n 15 "${log}" | cut -c1-200 | sed 's/^/   | /'
+  fi
+  return "${rc}"
+}
+# The result column of the last part: what its log says, unless it never ran.
+skipped=0
+result() {
+  if ((skipped)); then results+=("out of time (--budget=${budget})"); else results+=("$1"); fi
+}
+log_of() { echo "${logs}/${1// /_}.log"; }
+
+# 1. Every binary and bundled library finds its libraries here (a function run by `timeout`
+# through bash, hence exported with what it reads).
+preflight() {
+  local bad=0 f
+  for f in "${bin}"/* "${bin}"/ops/* "${work}"/lib/*; do
+    [[ -f "${f}" ]] || continue
+    if LD_LIBRARY_PATH=${lib_path} ldd "${f}" | grep -q "not found"; then
+      echo "${f##*/}:"; LD_LIBRARY_PATH=${lib_path} ldd "${f}" | grep "not found"; bad=1
+    fi
+  done
+  ((cpu)) || "${python}" -c 'import torch; assert torch.cuda.is_available(), "torch sees no GPU"'
+  return "${bad}"
+}
+export -f preflight
+export bin work cpu python lib_path
+if part "preflight" 60 bash -c preflight; then
+  result "$(find "${bin}" "${work}/lib" -type f | wc -l) files, every library resolves"
+else
+  result "missing libraries or no GPU: see $(log_of preflight)"
+fi
+
+# 2. CUDA operators against their CPU results (they skip, saying so, where no GPU is).
+ops=("${bin}"/ops/*)
+if [[ ! -f "${ops[0]}" ]]; then
+  names+=("ops") statuses+=("none") times+=("-") peaks+=("-")
+  result "no cc_test under //models/ops when the bundle was built"
+fi
+for t in "${ops[@]}"; do
+  [[ -f "${t}" ]] || continue
+  part "ops ${t##*/}" 90 "${bundled[@]}" TEST_TMPDIR="${work}/tmp" "${t}"
+  log=$(log_of "ops ${t##*/}")
+  result "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "${log}" 2>/dev/null |
+    sed 's/\[ *\([A-Z]*\) *\] \([0-9]* tests*\).*/\1 \2/' | paste -sd';')"
+done
+
+# 3. DBNet-ResNet-18 training step (forward, losses, backward, SGD), ours then PyTorch's, per
+# precision; the same flags on both sides.
+if ((cpu)); then
+  step_args=(--device=cpu --batch=2 --size=64 --steps=2 --warmup=1 --profile_steps=1)
+else
+  step_args=(--device=cuda --batch=16 --size=640 --steps=20 --warmup=5 --cudnn_benchmark=true
+             --profile_steps=3)
+fi
+step_args+=(--optimizer=sgd)
+summary_of() { grep -m1 '^summary:' "$1" 2>/dev/null | cut -d' ' -f2-; }
+short() { echo "${1:-no summary line}" | sed 's/device=[^ ]* amp=[^ ]* //'; }
+declare -A step_summary=()
+for amp in none bf16 fp16; do
+  label=${amp/none/fp32}
+  part "dbnet ${label} ours" 90 "${bundled[@]}" "${bin}/activation_memory_benchmark" \
+    "${step_args[@]}" --amp="${amp}"
+  step_summary[ours_${label}]=$(summary_of "$(log_of "dbnet ${label} ours")")
+  result "$(short "${step_summary[ours_${label}]}")"
+  part "dbnet ${label} python" 90 "${python}" "${work}/peers/dbnet_peer.py" "${step_args[@]}" \
+    --amp="${amp}"
+  step_summary[python_${label}]=$(summary_of "$(log_of "dbnet ${label} python")")
+  result "$(short "${step_summary[python_${label}]}")"
+done
+
+# 4. A process group of world size 1 through the bucketed strategy: NCCL on the GPU (Gloo with
+# --cpu). One rank communicates nothing in "bucketed"; "collectives" all-reduces buffers of its
+# bucket sizes through the backend.
+port=$("${python}" -c '
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+if ((cpu)); then
+  comm_args=(--device=cpu --backend=gloo --steps=3 --warmup=1)
+else
+  comm_args=(--device=cuda --backend=nccl --steps=20 --warmup=3 --batch=32 --image_size=64)
+fi
+part "comm world 1" 90 "${bundled[@]}" "${bin}/comm_benchmark" --rank=0 --world=1 \
+  --master_port="${port}" --configs=none,collectives,bucketed "${comm_args[@]}"
+result "$(grep -E 'ms/step' "$(log_of "comm world 1")" 2>/dev/null |
+  awk '{printf "%s %s ms/step; ", $1, $4}')"
+
+# 5. The quick start (tools/quickstart.sh's data, models/dbnet/configs/quickstart.pbtxt) for
+# 200 steps on the GPU in one process, then its held-out hmean.
+qs=${work}/quickstart
+mkdir -p "${qs}"
+mapfile -t data_args < <(grep -o -- '--\(num_train\|num_test\|width\|height\|seed\)=[0-9]*' \
+  tools/quickstart.sh)
+if ((cpu)); then
+  data_args+=(--num_train=16 --num_test=4 --width=128 --height=128)  # later flags win
+  train_args=(--override='device: "cpu"' --override='train { max_steps: 4 }'
+              --override='evaluation { every_n_steps: 4 }')
+else
+  train_args=(--override='device: "cuda"' --override='train { max_steps: 200 }'
+              --override='evaluation { every_n_steps: 200 }'
+              --override='train_data { loader { num_workers: 4 } }')
+fi
+part "quickstart data" 120 "${bundled[@]}" "${bin}/make_synthetic_text" \
+  --output_dir="${qs}/data_cache/synthetic_text" "${data_args[@]}"
+result "$(tail -n 1 "$(log_of "quickstart data")" 2>/dev/null | cut -c1-80)"
+# The config names its data relatively (data_cache/synthetic_text): run where the data is.
+part "quickstart train" 240 bash -c 'cd "$1" && shift && exec "$@"' _ "${qs}" \
+  "${bundled[@]}" "${bin}/train" --config="${repo}/models/dbnet/configs/quickstart.pbtxt" \
+  "${train_args[@]}" \
+  --override='checkpoint { output_dir: "run" every_n_steps: 1000 }'
+log=$(log_of "quickstart train")
+result "$(grep '^eval at step' "${log}" 2>/dev/null | tail -n 1); $(grep -o '^trained .* img/s' \
+  "${log}" 2>/dev/null | tail -n 1)"
+
+# The table, then the DBNet comparison and where its time goes.
+report() {
+  local i
+  printf '\n%-22s %-10s %6s %9s  %s\n' part status time "GPU MiB" result
+  for i in "${!names[@]}"; do
+    printf '%-22s %-10s %6s %9s  %s\n' "${names[i]}" "${statuses[i]}" "${times[i]}" \
+      "${peaks[i]}" "${results[i]}"
+  done
+  echo "(GPU MiB: the most nvidia-smi saw in use on the GPU during the part, CUDA context included)"
+  echo
+  "${python}" - fp32 "${step_summary[ours_fp32]:-}" "${step_summary[python_fp32]:-}" \
+    bf16 "${step_summary[ours_bf16]:-}" "${step_summary[python_bf16]:-}" \
+    fp16 "${step_summary[ours_fp16]:-}" "${step_summary[python_fp16]:-}" <<'PY'
+import sys
+
+def parse(summary):
+    return dict(kv.split("=", 1) for kv in summary.split() if "=" in kv)
+
+def speed(d):
+    return f"{float(d['images/s']):.1f}" if "images/s" in d else "failed"
+
+print("DBNet-R18 train step  ours img/s  python img/s  ours/python (goal >= 1.2)  "
+      "peak alloc MiB ours/python")
+rows = sys.argv[1:]
+for label, ours, python in zip(rows[0::3], rows[1::3], rows[2::3]):
+    o, p = parse(ours), parse(python)
+    ratio = (f"{float(o['images/s']) / float(p['images/s']):.2f}"
+             if "images/s" in o and "images/s" in p else "-")
+    memory = "/".join(f"{float(d['peak_allocated_mib']):.0f}" if "peak_allocated_mib" in d else "-"
+                      for d in (o, p))
+    print(f"{label:<21} {speed(o):>11} {speed(p):>13}  {ratio:>11}                {memory:>14}")
+    for side, d in (("ours", o), ("python", p)):
+        phases = ", ".join(f"{k[:-3]} {float(d[k]):.1f}"
+                           for k in ("forward_ms", "backward_ms", "optimizer_ms") if k in d)
+        if phases:
+            print(f"    {side:<7} ms per step: {phases}")
+PY
+  echo
+  echo "Where the DBNet step's time goes (profiled steps; full lists in ${logs}/dbnet_*.log):"
+  for label in fp32 bf16 fp16; do
+    for side in ours python; do
+      local f
+      f=$(log_of "dbnet ${label} ${side}")
+      [[ -f "${f}" ]] || continue
+      grep -A 6 '^profile:' "${f}" | cut -c1-120 | sed "1s/^/${label} ${side}: /"
+    done
+  done
+}
+report | tee "${logs}/summary.txt"
+failed=0
+for s in "${statuses[@]}"; do [[ "${s}" == ok || "${s}" == none ]] || failed=$((failed + 1)); done
+echo "total $((SECONDS - began))s; ${failed} part(s) not ok"
+rm -rf "${work}/bin" "${work}/lib"
+exit $((failed > 0))
