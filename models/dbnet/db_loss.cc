@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/Reduction.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 namespace vision::models::dbnet {
 
@@ -16,8 +17,15 @@ at::Tensor BalancedBCELoss(const at::Tensor& probability, const at::Tensor& gt,
   const int64_t negative_count =
       std::min(static_cast<int64_t>(negative.sum().item<double>()),
                static_cast<int64_t>(static_cast<double>(positive_count) * negative_ratio));
-  const at::Tensor loss =
-      at::binary_cross_entropy(probability, gt, /*weight=*/{}, at::Reduction::None);
+  // CUDA autocast refuses binary_cross_entropy (unsafe in half precision) and CPU autocast
+  // runs it in float32: compute it in float32 outside autocast on every device, as the
+  // reference trainers do.
+  at::Tensor loss;
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    loss = at::binary_cross_entropy(probability.to(at::kFloat), gt.to(at::kFloat), /*weight=*/{},
+                                    at::Reduction::None);
+  }
   at::Tensor total = (loss * positive).sum();
   if (negative_count > 0) {
     total = total + std::get<0>(at::topk((loss * negative).reshape(-1), negative_count)).sum();

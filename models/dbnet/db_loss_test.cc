@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 
 #include "gtest/gtest.h"
 
@@ -34,6 +35,19 @@ class DBLossHandCase : public ::testing::Test {
                                       0.2f, 0.1f, 0.1f, 0.1f,   //
                                       0.1f, 0.1f, 0.1f, 0.05f});
 };
+
+// Under autocast the BCE runs in float32 outside autocast (CUDA's autocast refuses it): the
+// result is the float32 loss of the half-precision probabilities, and no error.
+TEST_F(DBLossHandCase, BalancedBCEUnderAutocastIsTheFloatLossOfItsInputs) {
+  const at::Tensor low = probability.to(at::kBFloat16);
+  const double plain = BalancedBCELoss(low.to(at::kFloat), gt, mask, 3.0f, 1e-6f).item<double>();
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  const at::Tensor autocast = BalancedBCELoss(low, gt, mask, 3.0f, 1e-6f);
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  EXPECT_EQ(autocast.scalar_type(), at::kFloat);
+  EXPECT_EQ(autocast.item<double>(), plain);
+}
 
 TEST_F(DBLossHandCase, BalancedBCEWithHardNegativeMining) {
   // Hardest 6 of the 13 negatives: 0.9, 0.7, 0.5, 0.4, 0.3, 0.2.
