@@ -15,8 +15,8 @@
 // strategies send nothing (one gradient is its own average): "collectives" is then what runs
 // the backend's all-reduce.
 //
-// c10d::Reducer (the C++ engine of PyTorch's DDP) is not compared: its header includes
-// torch/csrc/distributed/autograd/, which Debian's libtorch-dev does not ship.
+// PyTorch's DDP is compared as users run it, from Python (benchmarks/ddp_peer.py, driven by
+// benchmarks/comm_vs_ddp.sh), not by linking its C++ c10d::Reducer here.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
