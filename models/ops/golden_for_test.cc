@@ -11,8 +11,8 @@
 
 namespace vision::models::ops {
 
-std::map<std::string, std::map<std::string, at::Tensor>> LoadGoldenCases(const std::string& op) {
-  const std::string path = "models/ops/testdata/ops_golden.pth";
+std::map<std::string, std::map<std::string, at::Tensor>> LoadGoldenCases(const std::string& op,
+                                                                         const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   TORCH_CHECK(file, "cannot open ", path);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
