@@ -173,7 +173,7 @@ TEST_P(GoldenTest, MergedRanksMatchPycocotools) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, GoldenTest,
                          ::testing::Values("perturbed", "random", "crowd", "empty", "many",
-                                           "borders", "duplicates"));
+                                           "borders", "duplicates", "synthetic"));
 
 TEST(CocoEvaluatorTest, ResultsJsonUsesDatasetIds) {
   const Case c = LoadCase("perturbed");

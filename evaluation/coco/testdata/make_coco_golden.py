@@ -1,8 +1,12 @@
 """Writes the pycocotools goldens that //evaluation/coco:coco_evaluator_test compares against.
 
-Run with the project's venv (tools/python_requirements.txt pins pycocotools 2.0.11):
+Run with the project's venv (tools/python_requirements.txt pins pycocotools 2.0.11), after
+writing the synthetic COCO set the "synthetic" case starts from:
 
-  ~/.cache/vision-train/venv/bin/python3 evaluation/coco/testdata/make_coco_golden.py
+  bazel run //tools:make_synthetic_coco -- --output_dir=/tmp/synthetic_coco --num_train=1 \
+      --num_val=40
+  ~/.cache/vision-train/venv/bin/python3 evaluation/coco/testdata/make_coco_golden.py \
+      --synthetic_json=/tmp/synthetic_coco/annotations/instances_val2017.json
 
 Each case is one JSON file, golden_<case>.json: {"gt": a COCO instances file, "detections":
 a results list with both "bbox" and "segmentation", "bbox"/"segm": the twelve numbers of
@@ -12,10 +16,14 @@ without ground truth)}. The cases are seeded, so rerunning rewrites the same fil
 Every coordinate and score is a float32 value (multiples of 1/8, 1/64, 1/1024), because the
 C++ side holds them as float: the two sides then compute IoUs from the same numbers. The
 ground truth's "area" is its mask's area (maskUtils.area of annToRLE), which the C++
-evaluator computes from the mask (see coco_protocol.h). For segm, detections are loaded
+evaluator computes from the mask (see coco_protocol.h). The synthetic generator's own "area"
+is OpenCV's raster of the polygon, which covers more pixels than pycocotools' (its boundary
+pixels); the script prints pycocotools' numbers with those areas too, to show what the
+difference moves (only objects near the area-range borders change range). For segm, detections are loaded
 without their "bbox" (as detectron2 does) so that pycocotools takes mask areas for them.
 """
 
+import argparse
 import contextlib
 import copy
 import io
@@ -75,6 +83,7 @@ class Builder:
     def __init__(self, seed):
         self.rng = np.random.default_rng(seed)
         self.images, self.annotations, self.detections = [], [], []
+        self.file_areas = {}  # annotation id -> the source file's "area", where it has one
 
     def image(self, image_id, h=120, w=160):
         self.images.append({"id": image_id, "file_name": f"{image_id:06d}.png", "height": h,
@@ -245,6 +254,32 @@ def case_duplicates(b):
                 b.detection(image, annotation["category_id"], annotation["bbox"], raster, score)
 
 
+def case_synthetic(b, path, num_images=16):
+    """The synthetic generator's first images, each object found by a perturbed detection."""
+    with open(path) as f:
+        source = json.load(f)
+    images = sorted(source["images"], key=lambda image: image["id"])[:num_images]
+    by_id = {}
+    for image in images:
+        by_id[image["id"]] = b.image(image["id"], image["height"], image["width"])
+    for annotation in source["annotations"]:
+        image = by_id.get(annotation["image_id"])
+        if image is None:
+            continue
+        segmentation = annotation["segmentation"]
+        if isinstance(segmentation, list):
+            # The file's 1/100 px are not float32 values (see the module comment).
+            segmentation = [[q(v, 8) for v in p] for p in segmentation]
+        truth, raster = b.truth(image, annotation["category_id"], segmentation,
+                                bool(annotation["iscrowd"]), annotation["bbox"])
+        b.file_areas[truth["id"]] = annotation["area"]
+        if not annotation["iscrowd"] and b.rng.random() < 0.85:
+            b.perturbed(image, truth, raster, b.rng.random())
+    for image in by_id.values():
+        for _ in range(int(b.rng.integers(0, 3))):
+            b.random_detection(image)
+
+
 CASES = {
     "perturbed": case_perturbed,
     "random": case_random,
@@ -253,6 +288,7 @@ CASES = {
     "many": case_many,
     "borders": case_borders,
     "duplicates": case_duplicates,
+    "synthetic": case_synthetic,
 }
 
 
@@ -278,9 +314,16 @@ def evaluate(gt_json, detections, iou_type):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--synthetic_json", required=True,
+                        help="instances_val2017.json of //tools:make_synthetic_coco (seed 1)")
+    args = parser.parse_args()
     for seed, (name, make) in enumerate(CASES.items()):
         builder = Builder(seed)
-        make(builder)
+        if make is case_synthetic:
+            make(builder, args.synthetic_json)
+        else:
+            make(builder)
         gt_json = builder.gt_json()
         golden = {"gt": gt_json, "detections": builder.detections}
         for iou_type in ("bbox", "segm"):
@@ -293,6 +336,16 @@ def main():
         print(f"{path}: {len(gt_json['images'])} images, {len(gt_json['annotations'])} gt, "
               f"{len(builder.detections)} dt; bbox AP {golden['bbox'][0]:.4f}, "
               f"segm AP {golden['segm'][0]:.4f}")
+        if builder.file_areas:
+            file_json = copy.deepcopy(gt_json)
+            for annotation in file_json["annotations"]:
+                annotation["area"] = builder.file_areas[annotation["id"]]
+            for iou_type in ("bbox", "segm"):
+                stats, _ = evaluate(file_json, builder.detections, iou_type)
+                changed = [f"{i}: {a:.4f} -> {s:.4f}" for i, (a, s) in
+                           enumerate(zip(golden[iou_type], stats)) if abs(a - s) > 1e-12]
+                print(f"  {iou_type} with the file's own areas: "
+                      f"{', '.join(changed) or 'the same twelve numbers'}")
 
 
 if __name__ == "__main__":
