@@ -19,8 +19,9 @@ ground truth's "area" is its mask's area (maskUtils.area of annToRLE), which the
 evaluator computes from the mask (see coco_protocol.h). The synthetic generator's own "area"
 is OpenCV's raster of the polygon, which covers more pixels than pycocotools' (its boundary
 pixels); the script prints pycocotools' numbers with those areas too, to show what the
-difference moves (only objects near the area-range borders change range). For segm, detections are loaded
-without their "bbox" (as detectron2 does) so that pycocotools takes mask areas for them.
+difference moves (only objects near the area-range borders change range). For segm,
+detections are loaded without their "bbox" (as detectron2 does) so that pycocotools takes
+mask areas for them.
 """
 
 import argparse
