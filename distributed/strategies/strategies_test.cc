@@ -33,8 +33,8 @@ constexpr int kSteps = 5;
 constexpr int kGlobalBatch = 8;
 constexpr double kLearningRate = 0.1;
 
-struct NetImpl : torch::nn::Module {
-  explicit NetImpl(bool with_unused) {
+struct Net : torch::nn::Module {
+  explicit Net(bool with_unused) {
     conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3)));
     conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 6, 3)));
     // Registered between used layers so its bucket is neither the first nor the last.
@@ -81,7 +81,7 @@ absl::StatusOr<std::vector<at::Tensor>> Train(const Scenario& setup, int rank, i
                                               c10::intrusive_ptr<c10d::ProcessGroup> group,
                                               std::vector<double>* local_grad_norms = nullptr) {
   torch::manual_seed(7 + rank);
-  NetImpl net(setup.with_unused);
+  Net net(setup.with_unused);
   std::unique_ptr<core::CommStrategy> strategy;
   if (!setup.strategy.empty()) {
     if (auto s = process_group::BroadcastParameters(*group, net); !s.ok()) return s;
@@ -160,7 +160,7 @@ std::vector<absl::Status> RunEquivalence(const Scenario& setup, int world, doubl
     if (!trained.ok()) return trained.status();
     // The parameters must have moved, or equality would prove nothing.
     torch::manual_seed(7);
-    const double moved = MaxRelativeError(NetImpl(setup.with_unused).parameters(), *reference);
+    const double moved = MaxRelativeError(Net(setup.with_unused).parameters(), *reference);
     const double error = MaxRelativeError(*trained, *reference);
     std::cerr << absl::StrCat(setup.strategy, " rank ", rank, "/", world, ": relative error ",
                               error, ", weights moved by ", moved, "\n");
@@ -207,7 +207,7 @@ TEST(StrategiesTest, GradientsAliasTheirBuckets) {
     auto strategy = BucketedStrategy::Create(options);
     if (!strategy.ok()) return strategy.status();
     torch::manual_seed(0);
-    NetImpl net(false);
+    Net net(false);
     if (auto s = (*strategy)->Attach(net.parameters(), {}, *group); !s.ok()) return s;
     const std::vector<at::Tensor> params = net.parameters();
     std::vector<const void*> before;
@@ -300,7 +300,7 @@ TEST(StrategiesTest, SecondBackwardInASyncStepIsAnError) {
     auto strategy = BucketedStrategy::Create(BucketedOptions());
     if (!strategy.ok()) return strategy.status();
     torch::manual_seed(0);
-    NetImpl net(false);
+    Net net(false);
     if (auto s = (*strategy)->Attach(net.parameters(), {}, *group); !s.ok()) return s;
     (*strategy)->PrepareBackward(true);
     const at::Tensor x = at::randn({2, 3, 8, 8});
@@ -325,7 +325,7 @@ TEST(StrategiesTest, BucketsFollowReverseParameterOrderAndCap) {
     auto group = Group(0, 1, port);
     if (!group.ok()) return group.status();
     torch::manual_seed(0);
-    NetImpl net(false);
+    Net net(false);
     if (auto s = (*made)->Attach(net.parameters(), {}, *group); !s.ok()) return s;
     // Parameters: conv1.w (108), conv1.b (4), conv2.w (216), conv2.b (6), fc.w (18), fc.b (3).
     // A bucket holds at most 419 bytes unless one parameter alone is larger.

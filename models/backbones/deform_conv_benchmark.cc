@@ -26,7 +26,7 @@ ABSL_FLAG(int, threads, 1, "intra-op threads");
 namespace vision::models::backbones {
 namespace {
 
-double StepMs(ResNetImpl& net, const at::Tensor& images) {
+double StepMs(ResNet& net, const at::Tensor& images) {
   const auto start = std::chrono::steady_clock::now();
   net.zero_grad();
   at::Tensor loss;
@@ -46,11 +46,11 @@ double Median(std::vector<double> values) {
 int Run() {
   at::set_num_threads(absl::GetFlag(FLAGS_threads));
   torch::manual_seed(0);
-  std::vector<std::unique_ptr<ResNetImpl>> nets;
+  std::vector<std::unique_ptr<ResNet>> nets;
   for (bool dcn : {false, true}) {
     ResNetConfig config(50);
     if (dcn) config.stage_with_dcn({false, true, true, true});
-    absl::StatusOr<std::unique_ptr<ResNetImpl>> net = MakeResNet(config);
+    absl::StatusOr<std::unique_ptr<ResNet>> net = MakeResNet(config);
     if (!net.ok()) {
       std::fprintf(stderr, "%s\n", std::string(net.status().message()).c_str());
       return 1;

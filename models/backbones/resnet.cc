@@ -180,7 +180,7 @@ absl::Status ValidateConfig(const ResNetConfig& config) {
 // everything else. Deformable convolutions' offset branches are new parameters: a plain
 // checkpoint lacks them and they keep their zero initialisation, even when strict.
 absl::Status LoadWeights(const std::string& name, const ResNetOptions& options,
-                         ResNetImpl& net) {
+                         ResNet& net) {
   const std::string& path = options.weights_path();
   absl::StatusOr<StateDict> state = ReadTorchStateDict(path);
   if (!state.ok()) {
@@ -213,9 +213,9 @@ absl::Status LoadWeights(const std::string& name, const ResNetOptions& options,
 
 // The registry needs one class per name; the depth is the only difference.
 template <int64_t kDepth>
-class RegisteredResNet final : public ResNetImpl {
+class RegisteredResNet final : public ResNet {
  public:
-  using ResNetImpl::ResNetImpl;
+  using ResNet::ResNet;
 
   static absl::StatusOr<std::unique_ptr<RegisteredResNet>> Create(const ResNetOptions& options) {
     const std::string name = absl::StrCat("ResNet", kDepth);
@@ -244,7 +244,7 @@ class RegisteredResNet final : public ResNetImpl {
 
 }  // namespace
 
-ResNetImpl::ResNetImpl(const ResNetConfig& config)
+ResNet::ResNet(const ResNetConfig& config)
     : config_(config), bottleneck_(config.depth() >= 50) {
   const absl::Status valid = ValidateConfig(config);
   TORCH_CHECK(valid.ok(), std::string(valid.message()));
@@ -271,7 +271,7 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config)
   Freeze();
 }
 
-torch::nn::Sequential ResNetImpl::MakeStage(int64_t planes, int64_t blocks, int64_t stride,
+torch::nn::Sequential ResNet::MakeStage(int64_t planes, int64_t blocks, int64_t stride,
                                             bool dilate, bool deformable) {
   const bool frozen_bn = config_.frozen_batchnorm();
   const int64_t expansion = bottleneck_ ? BottleneckImpl::kExpansion : BasicBlockImpl::kExpansion;
@@ -304,7 +304,7 @@ torch::nn::Sequential ResNetImpl::MakeStage(int64_t planes, int64_t blocks, int6
   return stage;
 }
 
-void ResNetImpl::ResetParameters() {
+void ResNet::ResetParameters() {
   // torchvision: Kaiming-normal convolutions (fan_out, ReLU); norms start as the identity,
   // which their constructors already do. As mmdet, deformable convolutions' offset branches
   // are zeroed after that pass, so each DCN starts as its plain convolution (times 0.5).
@@ -320,7 +320,7 @@ void ResNetImpl::ResetParameters() {
   for (DeformConv2dImpl* deform : deformable) deform->ResetOffsetBranch();
 }
 
-void ResNetImpl::Freeze() {
+void ResNet::Freeze() {
   const int64_t frozen = config_.frozen_stages();
   if (frozen < 0) return;
   const auto freeze = [](torch::nn::Module& module) {
@@ -332,7 +332,7 @@ void ResNetImpl::Freeze() {
   train(is_training());
 }
 
-void ResNetImpl::train(bool on) {
+void ResNet::train(bool on) {
   torch::nn::Module::train(on);
   const int64_t frozen = config_.frozen_stages();
   if (frozen < 0) return;
@@ -345,7 +345,7 @@ namespace {
 const std::vector<std::string> kStageNames = {"layer1", "layer2", "layer3", "layer4"};
 }  // namespace
 
-std::vector<at::Tensor> ResNetImpl::Forward(const at::Tensor& images) {
+std::vector<at::Tensor> ResNet::Forward(const at::Tensor& images) {
   at::Tensor x = maxpool_->forward(bn1_.forward(conv1_->forward(images)).relu_());
   std::vector<at::Tensor> outputs;
   outputs.reserve(layers_.size());
@@ -359,7 +359,7 @@ std::vector<at::Tensor> ResNetImpl::Forward(const at::Tensor& images) {
   return outputs;
 }
 
-absl::Status ResNetImpl::EnableActivationCheckpointing(const std::vector<std::string>& submodules) {
+absl::Status ResNet::EnableActivationCheckpointing(const std::vector<std::string>& submodules) {
   for (const std::string& name : submodules) {
     const auto it = std::find(kStageNames.begin(), kStageNames.end(), name);
     if (it == kStageNames.end()) {
@@ -371,17 +371,17 @@ absl::Status ResNetImpl::EnableActivationCheckpointing(const std::vector<std::st
   return absl::OkStatus();
 }
 
-std::vector<int64_t> ResNetImpl::OutChannels() const {
+std::vector<int64_t> ResNet::OutChannels() const {
   const int64_t expansion = bottleneck_ ? BottleneckImpl::kExpansion : BasicBlockImpl::kExpansion;
   return {64 * expansion, 128 * expansion, 256 * expansion, 512 * expansion};
 }
 
-std::vector<int64_t> ResNetImpl::Strides() const { return strides_; }
+std::vector<int64_t> ResNet::Strides() const { return strides_; }
 
-absl::StatusOr<std::unique_ptr<ResNetImpl>> MakeResNet(const ResNetConfig& config) {
+absl::StatusOr<std::unique_ptr<ResNet>> MakeResNet(const ResNetConfig& config) {
   if (absl::Status status = ValidateConfig(config); !status.ok()) return status;
   try {
-    return std::make_unique<ResNetImpl>(config);
+    return std::make_unique<ResNet>(config);
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat("building ResNet", config.depth(), " failed: ", e.what_without_backtrace()));

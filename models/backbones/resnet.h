@@ -41,10 +41,10 @@ struct ResNetConfig {
   TORCH_ARG(std::vector<bool>, stage_with_dcn);
 };
 
-class ResNetImpl : public core::Backbone {
+class ResNet : public core::Backbone {
  public:
   // Throws c10::Error on an invalid config; MakeResNet returns a status instead.
-  explicit ResNetImpl(const ResNetConfig& config);
+  explicit ResNet(const ResNetConfig& config);
 
   // Outputs of layer1..layer4.
   std::vector<at::Tensor> Forward(const at::Tensor& images) override;
@@ -79,7 +79,7 @@ class ResNetImpl : public core::Backbone {
 };
 
 // Validates `config` and builds the module.
-absl::StatusOr<std::unique_ptr<ResNetImpl>> MakeResNet(const ResNetConfig& config);
+absl::StatusOr<std::unique_ptr<ResNet>> MakeResNet(const ResNetConfig& config);
 
 }  // namespace vision::models::backbones
 

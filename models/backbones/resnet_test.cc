@@ -28,13 +28,13 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::unique_ptr<ResNetImpl> Make(const ResNetConfig& config) {
-  absl::StatusOr<std::unique_ptr<ResNetImpl>> net = MakeResNet(config);
+std::unique_ptr<ResNet> Make(const ResNetConfig& config) {
+  absl::StatusOr<std::unique_ptr<ResNet>> net = MakeResNet(config);
   EXPECT_TRUE(net.ok()) << net.status();
   return net.ok() ? *std::move(net) : nullptr;
 }
 
-std::vector<std::vector<int64_t>> OutputShapes(ResNetImpl& net, int64_t height, int64_t width) {
+std::vector<std::vector<int64_t>> OutputShapes(ResNet& net, int64_t height, int64_t width) {
   torch::NoGradGuard no_grad;
   net.eval();
   std::vector<std::vector<int64_t>> shapes;
@@ -49,15 +49,15 @@ std::vector<std::string> Keys(const torch::OrderedDict<std::string, at::Tensor>&
 }
 
 // named_modules() without include_self: the module is not owned by a shared_ptr.
-std::shared_ptr<torch::nn::Module> Submodule(ResNetImpl& net, const std::string& name) {
+std::shared_ptr<torch::nn::Module> Submodule(ResNet& net, const std::string& name) {
   return net.named_modules("", /*include_self=*/false)[name];
 }
 
-torch::nn::Conv2dImpl& ConvAt(ResNetImpl& net, const std::string& name) {
+torch::nn::Conv2dImpl& ConvAt(ResNet& net, const std::string& name) {
   return *Submodule(net, name)->as<torch::nn::Conv2dImpl>();
 }
 
-DeformConv2dImpl* DeformAt(ResNetImpl& net, const std::string& name) {
+DeformConv2dImpl* DeformAt(ResNet& net, const std::string& name) {
   return Submodule(net, name)->as<DeformConv2dImpl>();
 }
 
@@ -65,7 +65,7 @@ DeformConv2dImpl* DeformAt(ResNetImpl& net, const std::string& name) {
 const std::vector<bool> kDcnStages2To4 = {false, true, true, true};
 
 TEST(ResNetTest, ResNet18OutputShapesAndStrides) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(18));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(18));
   ASSERT_NE(net, nullptr);
   EXPECT_THAT(net->OutChannels(), ElementsAre(64, 128, 256, 512));
   EXPECT_THAT(net->Strides(), ElementsAre(4, 8, 16, 32));
@@ -82,7 +82,7 @@ TEST(ResNetTest, ActivationCheckpointingGivesTheSameGradients) {
   std::vector<at::Tensor> outputs(2);
   for (int checkpoint = 0; checkpoint < 2; ++checkpoint) {
     torch::manual_seed(0);
-    std::shared_ptr<ResNetImpl> net = Make(ResNetConfig(18));
+    std::shared_ptr<ResNet> net = Make(ResNetConfig(18));
     if (checkpoint) {
       ASSERT_TRUE(net->EnableActivationCheckpointing({"layer2", "layer4"}).ok());
     }
@@ -101,12 +101,12 @@ TEST(ResNetTest, ActivationCheckpointingGivesTheSameGradients) {
         ((grads[0][i] - grads[1][i]).norm() / grads[0][i].norm().clamp_min(1e-12)).item<double>();
     EXPECT_LT(relative, 1e-5) << "parameter " << i;
   }
-  std::shared_ptr<ResNetImpl> net = Make(ResNetConfig(18));
+  std::shared_ptr<ResNet> net = Make(ResNetConfig(18));
   EXPECT_THAT(net->EnableActivationCheckpointing({"layer5"}).message(), HasSubstr("no stage 'layer5'"));
 }
 
 TEST(ResNetTest, ResNet50OutputShapesAndStrides) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(50));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(50));
   ASSERT_NE(net, nullptr);
   EXPECT_THAT(net->OutChannels(), ElementsAre(256, 512, 1024, 2048));
   EXPECT_THAT(net->Strides(), ElementsAre(4, 8, 16, 32));
@@ -119,7 +119,7 @@ TEST(ResNetTest, ResNet50OutputShapesAndStrides) {
 }
 
 TEST(ResNetTest, OutputStride16DilatesLayer4AsTorchvision) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(50).output_stride(16));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(50).output_stride(16));
   ASSERT_NE(net, nullptr);
   EXPECT_THAT(net->Strides(), ElementsAre(4, 8, 16, 16));
   EXPECT_THAT(OutputShapes(*net, 96, 128),
@@ -135,7 +135,7 @@ TEST(ResNetTest, OutputStride16DilatesLayer4AsTorchvision) {
 }
 
 TEST(ResNetTest, OutputStride8DilatesLayer3And4) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(50).output_stride(8));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(50).output_stride(8));
   ASSERT_NE(net, nullptr);
   EXPECT_THAT(net->Strides(), ElementsAre(4, 8, 8, 8));
   EXPECT_THAT(OutputShapes(*net, 64, 64),
@@ -147,7 +147,7 @@ TEST(ResNetTest, OutputStride8DilatesLayer3And4) {
 }
 
 TEST(ResNetTest, StageWithDcnMakesEveryConv2OfThoseStagesDeformable) {
-  std::unique_ptr<ResNetImpl> net =
+  std::unique_ptr<ResNet> net =
       Make(ResNetConfig(50).stage_with_dcn(kDcnStages2To4).output_stride(16));
   ASSERT_NE(net, nullptr);
   EXPECT_EQ(DeformAt(*net, "layer1.2.conv2"), nullptr);
@@ -192,8 +192,8 @@ TEST(ResNetTest, DeformableResNetWithPlainWeightsMatchesThePlainOneInTraining) {
   for (const auto& [depth, output_stride, size] : std::vector<Case>{{18, 32, 64}, {50, 8, 32}}) {
     SCOPED_TRACE(::testing::Message() << "ResNet" << depth << " output stride " << output_stride);
     torch::manual_seed(5);
-    std::unique_ptr<ResNetImpl> plain = Make(ResNetConfig(depth).output_stride(output_stride));
-    std::unique_ptr<ResNetImpl> deformable = Make(
+    std::unique_ptr<ResNet> plain = Make(ResNetConfig(depth).output_stride(output_stride));
+    std::unique_ptr<ResNet> deformable = Make(
         ResNetConfig(depth).output_stride(output_stride).stage_with_dcn(kDcnStages2To4));
     ASSERT_NE(plain, nullptr);
     ASSERT_NE(deformable, nullptr);
@@ -220,7 +220,7 @@ TEST(ResNetTest, DeformableResNetWithPlainWeightsMatchesThePlainOneInTraining) {
 }
 
 TEST(ResNetTest, ResNet18SupportsOutputStride8) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(18).output_stride(8));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(18).output_stride(8));
   ASSERT_NE(net, nullptr);
   EXPECT_THAT(net->Strides(), ElementsAre(4, 8, 8, 8));
   EXPECT_THAT(OutputShapes(*net, 96, 128),
@@ -232,7 +232,7 @@ TEST(ResNetTest, ResNet18SupportsOutputStride8) {
 // (torchvision 0.14: 62 parameters with fc.weight and fc.bias, 60 buffers, 122 state_dict
 // entries).
 TEST(ResNetTest, ResNet18NamesMatchTorchvisionStateDict) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(18));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(18));
   ASSERT_NE(net, nullptr);
   const std::vector<std::string> params = Keys(net->named_parameters());
   const std::vector<std::string> buffers = Keys(net->named_buffers());
@@ -260,7 +260,7 @@ TEST(ResNetTest, ResNet18NamesMatchTorchvisionStateDict) {
 }
 
 TEST(ResNetTest, ResNet50NamesMatchTorchvisionStateDict) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(50));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(50));
   ASSERT_NE(net, nullptr);
   const std::vector<std::string> params = Keys(net->named_parameters());
   const std::vector<std::string> buffers = Keys(net->named_buffers());
@@ -278,7 +278,7 @@ TEST(ResNetTest, ResNet50NamesMatchTorchvisionStateDict) {
 }
 
 TEST(ResNetTest, FrozenBatchNormKeepsTorchvisionNamesAsBuffers) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(18).frozen_batchnorm(true));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(18).frozen_batchnorm(true));
   ASSERT_NE(net, nullptr);
   const std::vector<std::string> params = Keys(net->named_parameters());
   const std::vector<std::string> buffers = Keys(net->named_buffers());
@@ -290,7 +290,7 @@ TEST(ResNetTest, FrozenBatchNormKeepsTorchvisionNamesAsBuffers) {
 }
 
 TEST(ResNetTest, KaimingInitialisationAsTorchvision) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(18));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(18));
   ASSERT_NE(net, nullptr);
   // kaiming_normal_(mode="fan_out", nonlinearity="relu"): std = sqrt(2 / (out * k * k)).
   const at::Tensor w = net->named_parameters()["layer4.1.conv2.weight"];
@@ -302,7 +302,7 @@ TEST(ResNetTest, KaimingInitialisationAsTorchvision) {
 }
 
 TEST(ResNetTest, FrozenStagesHaveNoGradAndKeepStatistics) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(18).frozen_stages(2));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(18).frozen_stages(2));
   ASSERT_NE(net, nullptr);
   for (const auto& item : net->named_parameters()) {
     const bool frozen = item.key().rfind("conv1.", 0) == 0 || item.key().rfind("bn1.", 0) == 0 ||
@@ -325,7 +325,7 @@ TEST(ResNetTest, FrozenStagesHaveNoGradAndKeepStatistics) {
 }
 
 TEST(ResNetTest, FrozenBatchNormIgnoresTrainMode) {
-  std::unique_ptr<ResNetImpl> net = Make(ResNetConfig(18).frozen_batchnorm(true));
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(18).frozen_batchnorm(true));
   ASSERT_NE(net, nullptr);
   {
     torch::NoGradGuard no_grad;
@@ -372,7 +372,7 @@ TEST(FrozenBatchNorm2dTest, MatchesBatchNormInEvalMode) {
 }
 
 TEST(ResNetTest, InvalidConfigsAreErrors) {
-  absl::StatusOr<std::unique_ptr<ResNetImpl>> net = MakeResNet(ResNetConfig(20));
+  absl::StatusOr<std::unique_ptr<ResNet>> net = MakeResNet(ResNetConfig(20));
   EXPECT_EQ(net.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(net.status().message(), HasSubstr("18, 34, 50 or 101"));
   net = MakeResNet(ResNetConfig(18).output_stride(4));
@@ -430,7 +430,7 @@ TEST(ResNetRegistryTest, BadOptionsNameThePlugin) {
 
 TEST(ResNetRegistryTest, LoadsWeightsFromOptions) {
   // A complete ResNet18 state dict written in torchvision's format.
-  std::unique_ptr<ResNetImpl> source = Make(ResNetConfig(18));
+  std::unique_ptr<ResNet> source = Make(ResNetConfig(18));
   ASSERT_NE(source, nullptr);
   std::vector<std::pair<std::string, at::Tensor>> state;
   for (const auto& item : source->named_parameters()) state.emplace_back(item.key(), item.value());

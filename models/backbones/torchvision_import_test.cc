@@ -34,8 +34,8 @@ std::string TempPath(const std::string& name) {
   return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
 }
 
-std::unique_ptr<ResNetImpl> MakeResNet18(bool frozen_batchnorm = false) {
-  absl::StatusOr<std::unique_ptr<ResNetImpl>> net =
+std::unique_ptr<ResNet> MakeResNet18(bool frozen_batchnorm = false) {
+  absl::StatusOr<std::unique_ptr<ResNet>> net =
       MakeResNet(ResNetConfig(18).frozen_batchnorm(frozen_batchnorm));
   EXPECT_TRUE(net.ok()) << net.status();
   return net.ok() ? *std::move(net) : nullptr;
@@ -104,7 +104,7 @@ at::Tensor Ramp(at::IntArrayRef shape, double scale) {
 }
 
 TEST(TorchvisionImportTest, OrderedDictRoundTripIntoResNet18IsExact) {
-  std::unique_ptr<ResNetImpl> source = MakeResNet18();
+  std::unique_ptr<ResNet> source = MakeResNet18();
   ASSERT_NE(source, nullptr);
   const StateDict state = RandomState(*source);
   ASSERT_EQ(state.size(), 120u);
@@ -116,7 +116,7 @@ TEST(TorchvisionImportTest, OrderedDictRoundTripIntoResNet18IsExact) {
   ASSERT_EQ(read->size(), state.size());
   for (size_t i = 0; i < state.size(); ++i) EXPECT_EQ((*read)[i].first, state[i].first);
 
-  std::unique_ptr<ResNetImpl> target = MakeResNet18();
+  std::unique_ptr<ResNet> target = MakeResNet18();
   ASSERT_NE(target, nullptr);
   absl::StatusOr<ImportReport> report = ImportTorchvisionWeights(path, *target, /*strict=*/true);
   ASSERT_TRUE(report.ok()) << report.status();
@@ -129,13 +129,13 @@ TEST(TorchvisionImportTest, OrderedDictRoundTripIntoResNet18IsExact) {
 }
 
 TEST(TorchvisionImportTest, PlainDictIntoFrozenBatchNormGivesTheSameFunction) {
-  std::unique_ptr<ResNetImpl> source = MakeResNet18();
+  std::unique_ptr<ResNet> source = MakeResNet18();
   ASSERT_NE(source, nullptr);
   const StateDict state = RandomState(*source);
   const std::string path = TempPath("plain.pth");
   testing::WriteTorchSave(path, state, testing::DictKind::kDict);
 
-  std::unique_ptr<ResNetImpl> frozen = MakeResNet18(/*frozen_batchnorm=*/true);
+  std::unique_ptr<ResNet> frozen = MakeResNet18(/*frozen_batchnorm=*/true);
   ASSERT_NE(frozen, nullptr);
   absl::StatusOr<ImportReport> report = ImportTorchvisionWeights(path, *frozen, /*strict=*/true);
   ASSERT_TRUE(report.ok()) << report.status();
@@ -173,7 +173,7 @@ TEST(TorchvisionImportTest, ReadsPythonTorchSaveOfAnOrderedDictWithMetadata) {
 }
 
 TEST(TorchvisionImportTest, ReportsMissingUnexpectedAndMismatchedKeys) {
-  std::unique_ptr<ResNetImpl> net = MakeResNet18();
+  std::unique_ptr<ResNet> net = MakeResNet18();
   ASSERT_NE(net, nullptr);
   absl::StatusOr<ImportReport> report = ImportTorchvisionWeights(kStemGolden, *net, false);
   ASSERT_TRUE(report.ok()) << report.status();
@@ -199,7 +199,7 @@ TEST(TorchvisionImportTest, ReportsMissingUnexpectedAndMismatchedKeys) {
 // convolution weights keep their keys, and the offset branches, which the file cannot have,
 // are reported as added rather than missing when the caller names them.
 TEST(TorchvisionImportTest, PlainCheckpointIntoDeformableStagesReportsOffsetBranchesAsAdded) {
-  std::unique_ptr<ResNetImpl> source = MakeResNet18();
+  std::unique_ptr<ResNet> source = MakeResNet18();
   ASSERT_NE(source, nullptr);
   const StateDict state = RandomState(*source);
   const std::string path = TempPath("plain_for_dcn.pth");
@@ -207,10 +207,10 @@ TEST(TorchvisionImportTest, PlainCheckpointIntoDeformableStagesReportsOffsetBran
   absl::StatusOr<StateDict> read = ReadTorchStateDict(path);
   ASSERT_TRUE(read.ok()) << read.status();
 
-  absl::StatusOr<std::unique_ptr<ResNetImpl>> made =
+  absl::StatusOr<std::unique_ptr<ResNet>> made =
       MakeResNet(ResNetConfig(18).stage_with_dcn({false, true, true, true}));
   ASSERT_TRUE(made.ok()) << made.status();
-  ResNetImpl& net = **made;
+  ResNet& net = **made;
   const std::vector<std::string> offsets = OffsetBranchParameterNames(net);
   // Two blocks in each of three stages.
   ASSERT_EQ(offsets.size(), 12u);
@@ -238,7 +238,7 @@ TEST(TorchvisionImportTest, PlainCheckpointIntoDeformableStagesReportsOffsetBran
 }
 
 TEST(TorchvisionImportTest, StrictFailureLeavesTheModuleUnchanged) {
-  std::unique_ptr<ResNetImpl> net = MakeResNet18();
+  std::unique_ptr<ResNet> net = MakeResNet18();
   ASSERT_NE(net, nullptr);
   const at::Tensor before = net->named_parameters()["conv1.weight"].clone();
   absl::StatusOr<ImportReport> report = ImportTorchvisionWeights(kStemGolden, *net, true);

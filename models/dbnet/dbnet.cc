@@ -111,14 +111,14 @@ absl::StatusOr<DBNetConfig> ConfigFromProto(const DBNetOptions& options) {
   return config;
 }
 
-DBNetImpl::DBNetImpl(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config)
+DBNet::DBNet(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config)
     : config_(config), backbone_(std::move(backbone)) {
   register_module("backbone", backbone_);
   neck_ = register_module("neck", MakeDBNeck(backbone_->OutChannels(), config_.inner_channels));
   head_ = register_module("head", DBHead(DBHeadOptions(config_.inner_channels).k(config_.k)));
 }
 
-absl::StatusOr<std::unique_ptr<DBNetImpl>> DBNetImpl::Create(const DBNetOptions& options) {
+absl::StatusOr<std::unique_ptr<DBNet>> DBNet::Create(const DBNetOptions& options) {
   absl::StatusOr<DBNetConfig> config = ConfigFromProto(options);
   if (!config.ok()) return config.status();
   const std::string type =
@@ -138,7 +138,7 @@ absl::StatusOr<std::unique_ptr<DBNetImpl>> DBNetImpl::Create(const DBNetOptions&
                                    "]; configure it to output those four levels"));
   }
   try {
-    return std::make_unique<DBNetImpl>(std::shared_ptr<core::Backbone>(std::move(*backbone)),
+    return std::make_unique<DBNet>(std::shared_ptr<core::Backbone>(std::move(*backbone)),
                                        *config);
   } catch (const c10::Error& e) {
     return absl::InternalError(
@@ -146,11 +146,11 @@ absl::StatusOr<std::unique_ptr<DBNetImpl>> DBNetImpl::Create(const DBNetOptions&
   }
 }
 
-DBHeadOutput DBNetImpl::Forward(const at::Tensor& images, bool with_threshold) {
+DBHeadOutput DBNet::Forward(const at::Tensor& images, bool with_threshold) {
   return head_->forward(FuseLevels(neck_->forward(backbone_->Forward(images))), with_threshold);
 }
 
-std::map<std::string, at::Tensor> DBNetImpl::Losses(const core::Batch& batch) {
+std::map<std::string, at::Tensor> DBNet::Losses(const core::Batch& batch) {
   const DBHeadOutput out = Forward(batch.images, /*with_threshold=*/true);
   const at::Tensor probability = out.probability.squeeze(1);
   DBTargets targets;
@@ -162,7 +162,7 @@ std::map<std::string, at::Tensor> DBNetImpl::Losses(const core::Batch& batch) {
                 config_.loss);
 }
 
-std::vector<core::Sample> DBNetImpl::Predict(const core::Batch& batch) {
+std::vector<core::Sample> DBNet::Predict(const core::Batch& batch) {
   TORCH_CHECK(static_cast<int64_t>(batch.samples.size()) == batch.images.size(0),
               "DBNet::Predict: the batch has ", batch.images.size(0), " images but ",
               batch.samples.size(), " samples");
@@ -199,11 +199,11 @@ std::vector<core::Sample> DBNetImpl::Predict(const core::Batch& batch) {
   return predictions;
 }
 
-std::shared_ptr<const core::TargetGenerator> DBNetImpl::MakeTargetGenerator() const {
+std::shared_ptr<const core::TargetGenerator> DBNet::MakeTargetGenerator() const {
   return std::make_shared<DBTargetGenerator>(config_.labels);
 }
 
-absl::Status DBNetImpl::EnableActivationCheckpointing(
+absl::Status DBNet::EnableActivationCheckpointing(
     const std::vector<std::string>& submodules) {
   std::vector<std::string> in_backbone;
   for (const std::string& name : submodules) {
@@ -217,6 +217,6 @@ absl::Status DBNetImpl::EnableActivationCheckpointing(
   return backbone_->EnableActivationCheckpointing(in_backbone);
 }
 
-VISION_REGISTER_PLUGIN(core::ModelRegistry, "DBNet", DBNetImpl, DBNetOptions);
+VISION_REGISTER_PLUGIN(core::ModelRegistry, "DBNet", DBNet, DBNetOptions);
 
 }  // namespace vision::models::dbnet

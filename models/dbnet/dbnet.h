@@ -41,14 +41,14 @@ struct DBNetConfig {
 // Maps the proto to the struct; InvalidArgument naming the field when a value is unusable.
 absl::StatusOr<DBNetConfig> ConfigFromProto(const DBNetOptions& options);
 
-class DBNetImpl : public core::Model {
+class DBNet : public core::Model {
  public:
   // `backbone` must return four levels at strides 4, 8, 16, 32.
-  DBNetImpl(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config);
+  DBNet(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config);
 
   // Builds the backbone through the BackboneRegistry from options.backbone ("ResNet18" when
   // unset) and checks its strides.
-  static absl::StatusOr<std::unique_ptr<DBNetImpl>> Create(const DBNetOptions& options);
+  static absl::StatusOr<std::unique_ptr<DBNet>> Create(const DBNetOptions& options);
 
   // Probability (and, when `with_threshold`, threshold and binary) maps, [N, 1, H, W].
   DBHeadOutput Forward(const at::Tensor& images, bool with_threshold);

@@ -93,11 +93,11 @@ absl::StatusOr<std::unique_ptr<core::Model>> CreateModel(const DBNetOptions& opt
   return core::ModelRegistry::Get().Create("DBNet", any);
 }
 
-std::unique_ptr<DBNetImpl> CreateTiny() {
+std::unique_ptr<DBNet> CreateTiny() {
   absl::StatusOr<std::unique_ptr<core::Model>> model = CreateModel(TinyOptions());
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return nullptr;
-  return std::unique_ptr<DBNetImpl>(dynamic_cast<DBNetImpl*>(model->release()));
+  return std::unique_ptr<DBNet>(dynamic_cast<DBNet*>(model->release()));
 }
 
 // HxWx3 8-bit image -> [1, 3, H, W] in [-1, 1].
@@ -149,7 +149,7 @@ class DBNetShapeTest : public ::testing::TestWithParam<Size> {};
 
 TEST_P(DBNetShapeTest, MapsAtInputResolutionInTrainAndEval) {
   const auto [height, width] = GetParam();
-  std::unique_ptr<DBNetImpl> model = CreateTiny();
+  std::unique_ptr<DBNet> model = CreateTiny();
   ASSERT_NE(model, nullptr);
   const at::Tensor images = at::randn({2, 3, height, width});
   const std::vector<int64_t> expected = {2, 1, height, width};
@@ -218,7 +218,7 @@ TEST(DBNetTest, TrainsOnClassAgnosticTextPolygons) {
 }
 
 TEST(DBNetTest, LossesNameAMissingTarget) {
-  std::unique_ptr<DBNetImpl> model = CreateTiny();
+  std::unique_ptr<DBNet> model = CreateTiny();
   ASSERT_NE(model, nullptr);
   core::Batch batch = TrainingBatch(*model);
   batch.targets.erase(kThreshMapTarget);
@@ -234,7 +234,7 @@ TEST(DBNetTest, LossesNameAMissingTarget) {
 // total loss (to ~0.38 of the first with this seed; 0.33-0.46 over seeds 0-4 and two angles).
 TEST(DBNetTest, ShortTrainingRunHalvesTheLoss) {
   at::manual_seed(0);
-  std::unique_ptr<DBNetImpl> model = CreateTiny();
+  std::unique_ptr<DBNet> model = CreateTiny();
   ASSERT_NE(model, nullptr);
   const core::Batch batch = TrainingBatch(*model);
   model->train();
@@ -255,7 +255,7 @@ TEST(DBNetTest, ShortTrainingRunHalvesTheLoss) {
 }
 
 TEST(DBNetTest, PredictMapsRegionsToTheOriginalImage) {
-  std::unique_ptr<DBNetImpl> model = CreateTiny();
+  std::unique_ptr<DBNet> model = CreateTiny();
   ASSERT_NE(model, nullptr);
   {
     // Probability sigmoid(10) everywhere: the whole image is one text region.
