@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
 
 namespace vision::core {
 namespace {
@@ -147,7 +148,7 @@ absl::Status CheckDataAgreement(const TrainPipelineConfig& config, const Model* 
       const ConsumerRef consumer{"model", config.model().type(), "trains on", "a model", *needs};
       for (const std::optional<DatasetRef>& dataset : {train, eval}) {
         if (!dataset) continue;
-        if (absl::Status status = CheckConsumer(consumer, *dataset); !status.ok()) return status;
+        VISION_RETURN_IF_ERROR(CheckConsumer(consumer, *dataset));
       }
     }
   }
@@ -155,7 +156,7 @@ absl::Status CheckDataAgreement(const TrainPipelineConfig& config, const Model* 
     if (std::optional<TaskRequirements> needs = evaluator->DataRequirements()) {
       const ConsumerRef consumer{"evaluation.evaluator", config.evaluation().evaluator().type(),
                                  "scores", "an evaluator", *needs};
-      if (absl::Status status = CheckConsumer(consumer, *eval); !status.ok()) return status;
+      VISION_RETURN_IF_ERROR(CheckConsumer(consumer, *eval));
     }
   }
   if (train && eval) return CheckSplits(*train, *eval);

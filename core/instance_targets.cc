@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/run_length_mask.h"
+#include "core/status_macros.h"
+#include "core/status_util.h"
 
 namespace vision::core {
 namespace {
@@ -62,12 +64,10 @@ absl::StatusOr<std::map<std::string, at::Tensor>> MakeInstanceTargets(
             object.rle.height, " but the image is ", width, "x", height,
             "; an augmentation did not transform it"));
       }
-      absl::StatusOr<cv::Mat> decoded = DecodeRle(object.rle);
-      if (!decoded.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("annotation ", object.annotation_id, ": ", decoded.status().message()));
-      }
-      decoded->copyTo(mask);
+      VISION_ASSIGN_OR_RETURN(
+          const cv::Mat decoded,
+          WithContext(absl::StrCat("annotation ", object.annotation_id), DecodeRle(object.rle)));
+      decoded.copyTo(mask);
     } else {
       FillPolygons(object.polygons, &mask);
     }
@@ -80,9 +80,7 @@ absl::StatusOr<std::map<std::string, at::Tensor>> MakeInstanceTargets(
 
 absl::Status InstanceTargetGenerator::GenerateInstances(
     const Sample& sample, std::map<std::string, at::Tensor>* instances) const {
-  absl::StatusOr<std::map<std::string, at::Tensor>> made = MakeInstanceTargets(sample, options_);
-  if (!made.ok()) return made.status();
-  *instances = std::move(made).value();
+  VISION_ASSIGN_OR_RETURN(*instances, MakeInstanceTargets(sample, options_));
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 #include "core/param_groups.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
+#include "core/torch_guard.h"
 
 namespace vision::core {
 namespace {
@@ -33,12 +34,13 @@ std::string Needs(const char* verb, const std::optional<TaskRequirements>& needs
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Model>> BuildModel(const PluginSpec& spec) {
-  return WithContext<std::shared_ptr<Model>>("model", [&]() -> absl::StatusOr<std::shared_ptr<Model>> {
-    absl::StatusOr<std::unique_ptr<Model>> model = ModelRegistry::Get().Create(spec.type(), spec.options());
-    if (!model.ok()) return model.status();
-    // Modules must be owned by a shared_ptr: LibTorch's module traversal uses shared_from_this.
-    return std::shared_ptr<Model>(std::move(model).value());
-  });
+  return WithContext<std::shared_ptr<Model>>(
+      "model", [&]() -> absl::StatusOr<std::shared_ptr<Model>> {
+        VISION_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                                ModelRegistry::Get().Create(spec.type(), spec.options()));
+        // Modules must be owned by a shared_ptr: LibTorch's module traversal uses shared_from_this.
+        return std::shared_ptr<Model>(std::move(model));
+      });
 }
 
 absl::StatusOr<std::unique_ptr<Dataset>> BuildDataset(const DataConfig& data,
@@ -53,12 +55,12 @@ absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(
   std::vector<std::unique_ptr<Augmentation>> augmentations;
   for (int i = 0; i < data.augmentations_size(); ++i) {
     const PluginSpec& spec = data.augmentations(i);
-    absl::StatusOr<std::unique_ptr<Augmentation>> aug =
+    VISION_ASSIGN_OR_RETURN(
+        std::unique_ptr<Augmentation> aug,
         WithContext<std::unique_ptr<Augmentation>>(
             absl::StrCat(field, ".augmentations[", i, "]"),
-            [&] { return AugmentationRegistry::Get().Create(spec.type(), spec.options()); });
-    if (!aug.ok()) return aug.status();
-    augmentations.push_back(std::move(aug).value());
+            [&] { return AugmentationRegistry::Get().Create(spec.type(), spec.options()); }));
+    augmentations.push_back(std::move(aug));
   }
   return augmentations;
 }

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/registry.h"
+#include "core/status_macros.h"
 #include "google/protobuf/any.pb.h"
 
 namespace vision::core {
@@ -59,10 +60,9 @@ struct FactoryMaker<Registry<Interface, const google::protobuf::Any&, Args...>, 
     return [](const google::protobuf::Any& any,
               Args... args) -> absl::StatusOr<std::unique_ptr<Interface>> {
       Options options;
-      if (absl::Status status = UnpackOptions(any, &options); !status.ok()) return status;
-      absl::StatusOr<std::unique_ptr<Impl>> made = Impl::Create(options, args...);
-      if (!made.ok()) return made.status();
-      return std::unique_ptr<Interface>(std::move(made).value());
+      VISION_RETURN_IF_ERROR(UnpackOptions(any, &options));
+      VISION_ASSIGN_OR_RETURN(std::unique_ptr<Impl> made, Impl::Create(options, args...));
+      return std::unique_ptr<Interface>(std::move(made));
     };
   }
 };

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/status_macros.h"
 
 namespace vision::engine {
 namespace {
@@ -227,11 +228,9 @@ absl::Status CheckpointManager::Save(const TrainingState& state, const Checkpoin
         absl::StrCat("cannot create checkpoint directory '", dir_, "': ", ec.message()));
   }
   const std::string path = (fs::path(dir_) / absl::StrFormat("checkpoint_%d.pt", meta.step)).string();
-  if (absl::Status s = SaveCheckpoint(path, state, meta); !s.ok()) return s;
+  VISION_RETURN_IF_ERROR(SaveCheckpoint(path, state, meta));
   if (is_best && keep_best_) {
-    if (absl::Status s = SaveCheckpoint((fs::path(dir_) / "best.pt").string(), state, meta); !s.ok()) {
-      return s;
-    }
+    VISION_RETURN_IF_ERROR(SaveCheckpoint((fs::path(dir_) / "best.pt").string(), state, meta));
   }
   const std::vector<std::string> all = List();
   for (size_t i = keep_last_; i < all.size(); ++i) fs::remove(all[i], ec);
@@ -259,7 +258,7 @@ absl::StatusOr<std::optional<CheckpointMeta>> CheckpointManager::RestoreLatest(
   for (const std::string& path : paths) {
     absl::StatusOr<CheckpointMeta> meta = ReadCheckpointMeta(path);
     if (meta.ok()) {
-      if (absl::Status s = accept(path, *meta); !s.ok()) return s;
+      VISION_RETURN_IF_ERROR(accept(path, *meta));
       CheckpointMeta loaded;
       absl::Status s = LoadCheckpoint(path, state, &loaded);
       if (s.ok()) return std::optional<CheckpointMeta>(std::move(loaded));

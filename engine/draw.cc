@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/run_length_mask.h"
+#include "core/status_macros.h"
 
 namespace vision::engine {
 namespace {
@@ -137,11 +138,10 @@ absl::StatusOr<cv::Mat> DrawPrediction(const core::Sample& prediction, const cor
 
 absl::Status WriteDrawing(const std::string& dir, const core::Sample& prediction,
                           const core::Sample& truth) {
-  absl::StatusOr<cv::Mat> image = DrawPrediction(prediction, truth);
-  if (!image.ok()) return image.status();
+  VISION_ASSIGN_OR_RETURN(const cv::Mat image, DrawPrediction(prediction, truth));
   const std::string stem = std::filesystem::path(truth.image_path).stem().string();
   const std::string png = (std::filesystem::path(dir) / absl::StrCat(stem, ".png")).string();
-  if (!cv::imwrite(png, *image)) return absl::InternalError(absl::StrCat("cannot write ", png));
+  if (!cv::imwrite(png, image)) return absl::InternalError(absl::StrCat("cannot write ", png));
   return absl::OkStatus();
 }
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "core/status_util.h"
+#include "core/torch_guard.h"
 
 namespace vision::engine {
 

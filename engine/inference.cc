@@ -2,7 +2,7 @@
 
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
-#include "core/status_util.h"
+#include "core/torch_guard.h"
 #include "engine/device.h"
 #include "engine/ema.h"
 

@@ -19,6 +19,7 @@
 #include "core/config/loader.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
+#include "core/torch_guard.h"
 #include "data/loader/loader.h"
 #include "distributed/sampler/distributed_sampler.h"
 #include "distributed/sync_batchnorm/sync_batch_norm.h"
@@ -322,12 +323,11 @@ absl::Status Trainer::Loop::StartEpoch(int64_t epoch, int64_t first_batch) {
 
 absl::StatusOr<core::Batch> Trainer::Loop::NextTrainBatch() {
   while (true) {
-    absl::StatusOr<std::optional<core::Batch>> batch = train_loader_->Next();
-    if (!batch.ok()) return batch.status();
-    if (batch->has_value()) {
+    VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> batch, train_loader_->Next());
+    if (batch.has_value()) {
       ++state_.batch_in_epoch;
-      (*batch)->To(device_);
-      return std::move(**batch);
+      batch->To(device_);
+      return std::move(*batch);
     }
     VISION_RETURN_IF_ERROR(StartEpoch(state_.epoch + 1, 0));
   }

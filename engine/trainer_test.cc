@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/config/loader.h"
 #include "core/collectives.h"
+#include "core/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -55,12 +56,12 @@ absl::StatusOr<TrainResult> Train(const core::TrainPipelineConfig& config,
   TrainerOptions options;
   options.verbose = false;
   options.allow_config_mismatch = allow_mismatch;
-  auto trainer = Trainer::Create(config, &single, options);
-  if (!trainer.ok()) return trainer.status();
-  auto result = (*trainer)->Run();
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                          Trainer::Create(config, &single, options));
+  auto result = trainer->Run();
   if (params != nullptr) {
     params->clear();
-    for (const at::Tensor& p : (*trainer)->model().parameters()) params->push_back(p.detach().clone());
+    for (const at::Tensor& p : trainer->model().parameters()) params->push_back(p.detach().clone());
   }
   return result;
 }

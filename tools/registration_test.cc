@@ -19,6 +19,7 @@
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "core/pipeline_builder.h"
+#include "core/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -65,16 +66,14 @@ absl::StatusOr<std::string> FixtureOverride(const std::string& field, const std:
 
 // The config at `path` with its datasets pointed at their test data.
 absl::StatusOr<core::TrainPipelineConfig> LoadWithFixtures(const std::string& path) {
-  absl::StatusOr<core::TrainPipelineConfig> config = core::LoadPipelineConfig(path);
-  if (!config.ok()) return config.status();
+  VISION_ASSIGN_OR_RETURN(const core::TrainPipelineConfig config, core::LoadPipelineConfig(path));
   std::vector<std::string> overrides;
   const std::pair<const char*, const core::DataConfig*> roles[] = {
-      {"train_data", &config->train_data()}, {"eval_data", &config->eval_data()}};
+      {"train_data", &config.train_data()}, {"eval_data", &config.eval_data()}};
   for (const auto& [field, data] : roles) {
     if (!data->has_dataset()) continue;
-    absl::StatusOr<std::string> fixture = FixtureOverride(field, data->dataset().type());
-    if (!fixture.ok()) return fixture.status();
-    overrides.push_back(*std::move(fixture));
+    VISION_ASSIGN_OR_RETURN(std::string fixture, FixtureOverride(field, data->dataset().type()));
+    overrides.push_back(std::move(fixture));
   }
   return core::LoadPipelineConfig(path, overrides);
 }

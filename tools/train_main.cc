@@ -72,21 +72,19 @@ absl::Status Run(const std::vector<std::string>& overrides) {
         "--config is required: the pipeline config, e.g. "
         "--config=models/dbnet/configs/quickstart.pbtxt");
   }
-  absl::StatusOr<core::TrainPipelineConfig> config = core::LoadPipelineConfig(path, overrides);
-  if (!config.ok()) return config.status();
+  VISION_ASSIGN_OR_RETURN(const core::TrainPipelineConfig config,
+                          core::LoadPipelineConfig(path, overrides));
   VISION_ASSIGN_OR_RETURN(distributed::env::DistributedEnv env,
                           distributed::env::ReadDistributedEnv());
-  // Errors from building plugins name the config file too.
-  auto in_file = [&path](const absl::Status& s) { return core::WithContext(path, s); };
+  // Errors from what the config builds (pipeline, device, trainer) name the config file too.
   if (absl::GetFlag(FLAGS_dry_run)) {
     // Assembles every component without joining the job or touching the output directory.
-    absl::StatusOr<core::Pipeline> built = core::BuildPipeline(*config, env.world_size);
-    if (!built.ok()) return in_file(built.status());
-    const core::Pipeline& pipeline = *built;
+    VISION_ASSIGN_OR_RETURN(const core::Pipeline pipeline,
+                            core::WithContext(path, core::BuildPipeline(config, env.world_size)));
     std::printf("# Resolved config (%s, fingerprint %s)\n%s\n# Components (world size %d)\n%s\n",
-                path.c_str(), core::ConfigFingerprint(*config).c_str(),
-                core::ConfigToText(*config).c_str(), env.world_size,
-                core::DescribePipeline(*config, pipeline).c_str());
+                path.c_str(), core::ConfigFingerprint(config).c_str(),
+                core::ConfigToText(config).c_str(), env.world_size,
+                core::DescribePipeline(config, pipeline).c_str());
     return absl::OkStatus();
   }
   if (absl::GetFlag(FLAGS_retain_host_memory)) {
@@ -95,20 +93,18 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   }
   // Before joining: a device this build or machine cannot use stops every rank at once, and
   // NCCL binds to the current device.
-  if (absl::StatusOr<c10::Device> device = engine::ResolveDevice(config->device(), env.local_rank);
-      !device.ok()) {
-    return in_file(device.status());
-  }
+  VISION_RETURN_IF_ERROR(
+      core::WithContext(path, engine::ResolveDevice(config.device(), env.local_rank).status()));
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Collectives> collectives,
-                          distributed::runtime::JoinJob(env, *config));
+                          distributed::runtime::JoinJob(env, config));
   engine::TrainerOptions options;
   options.allow_config_mismatch = absl::GetFlag(FLAGS_allow_config_mismatch);
   options.local_rank = env.local_rank;
   options.local_world_size = env.local_world_size;
-  absl::StatusOr<std::unique_ptr<engine::Trainer>> trainer =
-      engine::Trainer::Create(*config, collectives.get(), options);
-  if (!trainer.ok()) return in_file(trainer.status());
-  return (*trainer)->Run().status();
+  VISION_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::Trainer> trainer,
+      core::WithContext(path, engine::Trainer::Create(config, collectives.get(), options)));
+  return trainer->Run().status();
 }
 
 }  // namespace

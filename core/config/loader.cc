@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "core/status_util.h"
 #include "google/protobuf/any.pb.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -180,17 +182,14 @@ absl::Status MergeConfigText(const std::string& text, const std::string& source,
 absl::StatusOr<TrainPipelineConfig> LoadPipelineConfig(const std::string& path,
                                                        const std::vector<std::string>& overrides,
                                                        ConfigUse use) {
-  absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) return text.status();
+  VISION_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   TrainPipelineConfig config;
-  if (absl::Status s = MergeConfigText(*text, path, &config); !s.ok()) return s;
+  VISION_RETURN_IF_ERROR(MergeConfigText(text, path, &config));
   for (size_t i = 0; i < overrides.size(); ++i) {
     const std::string source = absl::StrCat("--override #", i + 1, " '", overrides[i], "'");
-    if (absl::Status s = MergeConfigText(overrides[i], source, &config); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(MergeConfigText(overrides[i], source, &config));
   }
-  if (absl::Status s = ValidatePipelineConfig(config, use); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
-  }
+  VISION_RETURN_IF_ERROR(WithContext(path, ValidatePipelineConfig(config, use)));
   return config;
 }
 

@@ -8,6 +8,7 @@
 #include "core/polygon.h"
 #include "core/run_length_mask.h"
 #include "core/status_macros.h"
+#include "core/status_util.h"
 
 namespace vision::data::augmentations {
 namespace {
@@ -103,12 +104,10 @@ absl::StatusOr<bool> WarpObject(const cv::Matx23d& m, bool mirrored, cv::Size so
           object->rle.width, " but the image is ", source.height, "x", source.width,
           "; masks must be stored at the image's size"));
     }
-    absl::StatusOr<cv::Mat> mask = core::DecodeRle(object->rle);
-    if (!mask.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("annotation ", object->annotation_id, ": ", mask.status().message()));
-    }
-    const cv::Mat warped = WarpRaster(*mask, m, canvas, cv::INTER_NEAREST, cv::Scalar(0));
+    VISION_ASSIGN_OR_RETURN(const cv::Mat mask,
+                            core::WithContext(absl::StrCat("annotation ", object->annotation_id),
+                                              core::DecodeRle(object->rle)));
+    const cv::Mat warped = WarpRaster(mask, m, canvas, cv::INTER_NEAREST, cv::Scalar(0));
     object->rle = core::EncodeRle(warped);
     if (!has_polygons) {
       area = cv::countNonZero(warped);
@@ -179,17 +178,18 @@ absl::Status CheckHasImage(const core::Sample& sample) {
 absl::Status WarpSample(const cv::Matx23d& m, cv::Size out_size, const WarpParams& params,
                         core::Sample* sample) {
   VISION_RETURN_IF_ERROR(CheckHasImage(*sample));
-  const std::string where = absl::StrCat("sample '", sample->id, "': ");
+  const std::string where = absl::StrCat("sample '", sample->id, "'");
   if (out_size.width <= 0 || out_size.height <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "output size ", out_size.width, "x",
-                                                   out_size.height, " is empty"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": output size ", out_size.width, "x", out_size.height, " is empty"));
   }
   const cv::Size source = sample->image.size();
   auto check_size = [&](const cv::Mat& raster, const std::string& name) -> absl::Status {
     if (raster.size() == source) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, name, " is ", raster.rows, "x", raster.cols, " but the image is ", source.height,
-        "x", source.width, "; they must be the same size to be transformed together"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", name, " is ", raster.rows, "x", raster.cols, " but the image is ",
+                     source.height, "x", source.width,
+                     "; they must be the same size to be transformed together"));
   };
   if (!sample->semantic.empty()) {
     VISION_RETURN_IF_ERROR(check_size(sample->semantic, "semantic map"));
@@ -207,11 +207,10 @@ absl::Status WarpSample(const cv::Matx23d& m, cv::Size out_size, const WarpParam
   std::vector<core::ObjectInstance> objects;
   objects.reserve(sample->objects.size());
   for (core::ObjectInstance& object : sample->objects) {
-    absl::StatusOr<bool> kept = WarpObject(m, mirrored, source, out_size, params.clip, &object);
-    if (!kept.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, kept.status().message()));
-    }
-    if (*kept) objects.push_back(std::move(object));
+    VISION_ASSIGN_OR_RETURN(
+        const bool kept,
+        core::WithContext(where, WarpObject(m, mirrored, source, out_size, params.clip, &object)));
+    if (kept) objects.push_back(std::move(object));
   }
 
   sample->image =

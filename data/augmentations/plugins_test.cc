@@ -8,6 +8,7 @@
 
 #include "core/augmentation.h"
 #include "core/sample.h"
+#include "core/status_macros.h"
 #include "data/augmentations/augmentations.pb.h"
 #include "data/augmentations/test_util.h"
 #include "gmock/gmock.h"
@@ -32,10 +33,10 @@ core::Sample MakeSample(int width, int height) {
 // Applies `name` with `options` to `sample` using seed 0.
 absl::Status Apply(const std::string& name, const google::protobuf::Message& options,
                    core::Sample* sample, uint64_t seed = 0) {
-  absl::StatusOr<std::unique_ptr<core::Augmentation>> made = MakeAugmentation(name, options);
-  if (!made.ok()) return made.status();
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Augmentation> made,
+                          MakeAugmentation(name, options));
   std::mt19937_64 rng(seed);
-  return (*made)->Apply(sample, rng);
+  return made->Apply(sample, rng);
 }
 
 TEST(RegistrationTest, EveryAugmentationIsRegistered) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
+#include "core/torch_guard.h"
 
 namespace vision::data {
 namespace {
@@ -132,25 +133,25 @@ absl::StatusOr<core::Sample> LoadSample(const core::Dataset& dataset,
                                         const std::vector<const core::Augmentation*>& augmentations,
                                         const core::TargetGenerator* targets, int64_t index,
                                         uint64_t seed, int64_t epoch, bool keep_ground_truth) {
-  absl::StatusOr<core::Sample> sample = dataset.Load(index);
-  if (!sample.ok()) return sample.status();
+  VISION_ASSIGN_OR_RETURN(core::Sample sample, dataset.Load(index));
   if (keep_ground_truth) {
-    auto truth = std::make_shared<core::Sample>(*sample);
+    auto truth = std::make_shared<core::Sample>(sample);
     truth->image = cv::Mat();
-    sample->ground_truth = std::move(truth);
+    sample.ground_truth = std::move(truth);
   }
   std::mt19937_64 rng(SampleSeed(seed, epoch, index));
   try {
     for (const core::Augmentation* augmentation : augmentations) {
-      VISION_RETURN_IF_ERROR(core::WithContext(SampleName(*sample, index),
-                                               augmentation->Apply(&*sample, rng)));
+      VISION_RETURN_IF_ERROR(
+          core::WithContext(SampleName(sample, index), augmentation->Apply(&sample, rng)));
     }
     if (targets != nullptr) {
-      VISION_RETURN_IF_ERROR(core::WithContext(
-          absl::StrCat(SampleName(*sample, index), ": target generation"), targets->Generate(&*sample)));
+      VISION_RETURN_IF_ERROR(
+          core::WithContext(absl::StrCat(SampleName(sample, index), ": target generation"),
+                            targets->Generate(&sample)));
     }
   } catch (const cv::Exception& e) {
-    return absl::InternalError(absl::StrCat(SampleName(*sample, index), ": OpenCV: ", e.what()));
+    return absl::InternalError(absl::StrCat(SampleName(sample, index), ": OpenCV: ", e.what()));
   }
   return sample;
 }
@@ -397,8 +398,8 @@ absl::StatusOr<std::optional<core::Batch>> DataLoader::Next() {
     changed_.notify_all();
   }
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!batch.ok()) return batch.status();
-  return std::optional<core::Batch>(std::move(batch).value());
+  VISION_ASSIGN_OR_RETURN(core::Batch ready, std::move(batch));
+  return std::optional<core::Batch>(std::move(ready));
 }
 
 }  // namespace vision::data

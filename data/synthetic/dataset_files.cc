@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace vision::data::synthetic {
 
@@ -20,7 +21,7 @@ absl::Status CreateDirectories(const fs::path& dir) {
 }
 
 absl::Status PrepareEmptyDirectory(const fs::path& dir) {
-  if (absl::Status status = CreateDirectories(dir); !status.ok()) return status;
+  VISION_RETURN_IF_ERROR(CreateDirectories(dir));
   std::error_code error;
   if (!fs::is_empty(dir, error) || error) {
     return absl::FailedPreconditionError(absl::StrCat(

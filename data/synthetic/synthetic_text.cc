@@ -12,6 +12,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "data/synthetic/clutter.h"
 #include "data/synthetic/dataset_files.h"
 #include "data/synthetic/seeded_random.h"
@@ -327,7 +328,7 @@ std::string FormatIcdarGroundTruth(const std::vector<core::TextInstance>& texts)
 
 absl::Status WriteSyntheticDataset(const SyntheticDatasetOptions& options,
                                    const std::string& output_dir) {
-  if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
+  VISION_RETURN_IF_ERROR(ValidateOptions(options));
   struct SplitDirs {
     Split split;
     int count;
@@ -343,8 +344,8 @@ absl::Status WriteSyntheticDataset(const SyntheticDatasetOptions& options,
   for (const SplitDirs& split : splits) {
     const fs::path image_dir = fs::path(output_dir) / split.images;
     const fs::path gt_dir = fs::path(output_dir) / split.ground_truth;
-    if (absl::Status status = PrepareEmptyDirectory(image_dir); !status.ok()) return status;
-    if (absl::Status status = PrepareEmptyDirectory(gt_dir); !status.ok()) return status;
+    VISION_RETURN_IF_ERROR(PrepareEmptyDirectory(image_dir));
+    VISION_RETURN_IF_ERROR(PrepareEmptyDirectory(gt_dir));
     for (int i = 0; i < split.count; ++i) {
       const SyntheticImage sample =
           RenderSyntheticImage(options.image, ImageSeed(options.seed, split.split, i));
@@ -353,16 +354,10 @@ absl::Status WriteSyntheticDataset(const SyntheticDatasetOptions& options,
         return absl::InternalError(absl::StrCat("JPEG encoding of image ", i + 1, " failed"));
       }
       const std::string stem = absl::StrCat("img_", i + 1);
-      if (absl::Status status = WriteWholeFile(image_dir / (stem + ".jpg"), jpeg.data(), jpeg.size());
-          !status.ok()) {
-        return status;
-      }
+      VISION_RETURN_IF_ERROR(WriteWholeFile(image_dir / (stem + ".jpg"), jpeg.data(), jpeg.size()));
       const std::string gt = FormatIcdarGroundTruth(sample.texts);
-      if (absl::Status status =
-              WriteWholeFile(gt_dir / ("gt_" + stem + ".txt"), gt.data(), gt.size());
-          !status.ok()) {
-        return status;
-      }
+      VISION_RETURN_IF_ERROR(
+          WriteWholeFile(gt_dir / ("gt_" + stem + ".txt"), gt.data(), gt.size()));
     }
   }
   return absl::OkStatus();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/status_macros.h"
+#include "core/status_util.h"
 
 namespace vision::distributed::env {
 namespace {
@@ -179,15 +180,13 @@ absl::StatusOr<int> SlurmLocalWorldSize(const GetEnv& getenv, std::optional<int>
         "); launch the job with srun, or export LOCAL_WORLD_SIZE and the other "
         "torchrun variables instead."));
   }
-  absl::StatusOr<std::vector<int>> counts = ParseSlurmTasksPerNode(*text);
-  if (!counts.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SLURM_TASKS_PER_NODE='", *text, "': ", counts.status().message()));
-  }
+  VISION_ASSIGN_OR_RETURN(const std::vector<int> counts,
+                          core::WithContext(absl::StrCat("SLURM_TASKS_PER_NODE='", *text, "'"),
+                                            ParseSlurmTasksPerNode(*text)));
   const int node = node_id.value_or(0);
-  if (!node_id.has_value() && counts->size() > 1) {
-    for (int count : *counts) {
-      if (count != counts->front()) {
+  if (!node_id.has_value() && counts.size() > 1) {
+    for (int count : counts) {
+      if (count != counts.front()) {
         return absl::InvalidArgumentError(
             absl::StrCat("SLURM_TASKS_PER_NODE='", *text,
                          "' differs between nodes but SLURM_NODEID is not "
@@ -196,12 +195,12 @@ absl::StatusOr<int> SlurmLocalWorldSize(const GetEnv& getenv, std::optional<int>
       }
     }
   }
-  if (node < 0 || node >= static_cast<int>(counts->size())) {
+  if (node < 0 || node >= static_cast<int>(counts.size())) {
     return absl::InvalidArgumentError(absl::StrCat("SLURM_NODEID=", node,
                                                    " has no entry in SLURM_TASKS_PER_NODE='", *text,
-                                                   "' (", counts->size(), " nodes)."));
+                                                   "' (", counts.size(), " nodes)."));
   }
-  return (*counts)[node];
+  return counts[node];
 }
 
 absl::StatusOr<DistributedEnv> ReadSlurm(const GetEnv& getenv) {

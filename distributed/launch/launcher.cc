@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/status_macros.h"
 
 extern char** environ;
 
@@ -475,7 +476,7 @@ absl::StatusOr<AttemptResult> RunAttempt(const LaunchOptions& options, SignalCat
                    options.master_addr, ":", options.master_port,
                    ", TORCHELASTIC_RESTART_COUNT=", restart_count, ")"));
   WorkerGroup group(options, signals);
-  if (absl::Status started = group.Start(restart_count); !started.ok()) return started;
+  VISION_RETURN_IF_ERROR(group.Start(restart_count));
   AttemptResult result;
   while (true) {
     group.Pump(options.monitor_interval);
@@ -587,28 +588,27 @@ std::vector<std::string> WorkerEnvironment(const LaunchOptions& options, int loc
 }
 
 absl::StatusOr<int> RunWorkers(const LaunchOptions& options) {
-  if (absl::Status valid = ValidateLaunchOptions(options); !valid.ok()) return valid;
-  absl::StatusOr<std::unique_ptr<SignalCatcher>> signals = SignalCatcher::Install();
-  if (!signals.ok()) return signals.status();
+  VISION_RETURN_IF_ERROR(ValidateLaunchOptions(options));
+  VISION_ASSIGN_OR_RETURN(const std::unique_ptr<SignalCatcher> signals, SignalCatcher::Install());
 
   std::vector<Failure> failures;
   for (int restart_count = 0;; ++restart_count) {
-    absl::StatusOr<AttemptResult> attempt = RunAttempt(options, **signals, restart_count);
-    if (!attempt.ok()) return attempt.status();
-    switch (attempt->end) {
+    VISION_ASSIGN_OR_RETURN(const AttemptResult attempt,
+                            RunAttempt(options, *signals, restart_count));
+    switch (attempt.end) {
       case AttemptEnd::kSucceeded:
         if (restart_count > 0) {
           Log(absl::StrCat("all workers succeeded after ", restart_count, " restart(s)"));
         }
         return 0;
       case AttemptEnd::kInterrupted:
-        Log(absl::StrCat("workers stopped after ", SignalName(attempt->signal), "; exiting with ",
-                         128 + attempt->signal));
-        return 128 + attempt->signal;
+        Log(absl::StrCat("workers stopped after ", SignalName(attempt.signal), "; exiting with ",
+                         128 + attempt.signal));
+        return 128 + attempt.signal;
       case AttemptEnd::kFailed:
         break;
     }
-    failures.insert(failures.end(), attempt->failures.begin(), attempt->failures.end());
+    failures.insert(failures.end(), attempt.failures.begin(), attempt.failures.end());
     if (restart_count < options.max_restarts) {
       Log(absl::StrCat("restarting the local worker group (restart ", restart_count + 1, " of ",
                        options.max_restarts, ", TORCHELASTIC_RESTART_COUNT=", restart_count + 1,

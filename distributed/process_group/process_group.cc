@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
 
 namespace vision::distributed::process_group {
 namespace {
@@ -203,7 +204,7 @@ ProcessGroupOptions OptionsFromEnv(const env::DistributedEnv& env, const std::st
 
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> CreateProcessGroup(
     const ProcessGroupOptions& options) {
-  if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
+  VISION_RETURN_IF_ERROR(ValidateOptions(options));
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions store_options;
@@ -232,7 +233,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> CreateProcessGroup(
         " ms: ", e.what(),
         ". Rank 0 did not join; check that it runs and that MASTER_ADDR/MASTER_PORT match"));
   }
-  if (absl::Status status = Rendezvous(*store, options); !status.ok()) return status;
+  VISION_RETURN_IF_ERROR(Rendezvous(*store, options));
   try {
     return MakeGroup(store, options);
   } catch (const std::exception& e) {
@@ -245,7 +246,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> CreateProcessGroup(
 absl::Status CheckConfigAgreement(c10d::ProcessGroup& group, const std::string& fingerprint) {
   const int world = group.getSize();
   std::vector<std::string> fingerprints(world);
-  absl::Status status = Guarded("config agreement (all-gather of fingerprints)", [&] {
+  VISION_RETURN_IF_ERROR(Guarded("config agreement (all-gather of fingerprints)", [&] {
     // Fingerprints may differ in length: agree on the longest first, then gather padded bytes.
     std::vector<at::Tensor> length_in = {
         at::full({1}, static_cast<int64_t>(fingerprint.size()), at::kLong)};
@@ -268,8 +269,7 @@ absl::Status CheckConfigAgreement(c10d::ProcessGroup& group, const std::string& 
       const auto* data = reinterpret_cast<const char*>(bytes_out[0][r].data_ptr<uint8_t>());
       fingerprints[r].assign(data, lengths[r]);
     }
-  });
-  if (!status.ok()) return status;
+  }));
   std::map<std::string, std::vector<int>> ranks_by_fingerprint;
   for (int r = 0; r < world; ++r) ranks_by_fingerprint[fingerprints[r]].push_back(r);
   if (ranks_by_fingerprint.size() == 1) return absl::OkStatus();
@@ -316,7 +316,7 @@ absl::StatusOr<std::vector<double>> SumAcrossRanks(c10d::ProcessGroup& group,
                                                    const std::vector<double>& values) {
   const int64_t n = static_cast<int64_t>(values.size());
   std::vector<double> sum(values.size());
-  absl::Status status = Guarded("sum across ranks", [&] {
+  VISION_RETURN_IF_ERROR(Guarded("sum across ranks", [&] {
     // MAX of (n, -n) yields the longest and the shortest length in one collective.
     std::vector<at::Tensor> lengths = {at::tensor({n, -n}, at::kLong)};
     c10d::AllreduceOptions max_options;
@@ -334,8 +334,7 @@ absl::StatusOr<std::vector<double>> SumAcrossRanks(c10d::ProcessGroup& group,
     if (n == 0) return;
     group.allreduce(data)->wait();
     std::copy(data[0].data_ptr<double>(), data[0].data_ptr<double>() + n, sum.begin());
-  });
-  if (!status.ok()) return status;
+  }));
   return sum;
 }
 

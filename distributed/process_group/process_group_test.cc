@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/status_macros.h"
 #include "distributed/process_group/multiprocess_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -41,16 +42,15 @@ TEST(ProcessGroupTest, CollectivesAgreeAcrossRanks) {
   const int port = PickFreePort();
   ExpectAllOk(RunRanks(3, absl::Seconds(60), [port](int rank) -> absl::Status {
     at::set_num_threads(1);
-    auto group = CreateProcessGroup(Options(rank, 3, port));
-    if (!group.ok()) return group.status();
-    if ((*group)->getRank() != rank || (*group)->getSize() != 3) {
+    VISION_ASSIGN_OR_RETURN(auto group, CreateProcessGroup(Options(rank, 3, port)));
+    if (group->getRank() != rank || group->getSize() != 3) {
       return absl::InternalError("wrong rank or size");
     }
 
     // Broadcast: every rank ends with rank 0's values, for both dtypes.
     at::Tensor weights = at::full({2, 3}, static_cast<float>(rank + 1));
     at::Tensor counter = at::full({4}, static_cast<int64_t>(10 * rank), at::kLong);
-    if (auto s = BroadcastTensors(**group, {weights, counter}); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(BroadcastTensors(*group, {weights, counter}));
     if (!weights.eq(1.0f).all().item<bool>() || !counter.eq(0).all().item<bool>()) {
       return absl::InternalError("broadcast did not copy rank 0's values");
     }
@@ -58,15 +58,15 @@ TEST(ProcessGroupTest, CollectivesAgreeAcrossRanks) {
     // Mean of rank+1 over ranks 0..2 is 2; of 3*rank is 3.
     at::Tensor a = at::full({5}, static_cast<float>(rank + 1));
     at::Tensor b = at::full({2, 2}, static_cast<float>(3 * rank));
-    if (auto s = AllReduceMean(**group, {a, b}); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(AllReduceMean(*group, {a, b}));
     if (!a.eq(2.0f).all().item<bool>() || !b.eq(3.0f).all().item<bool>()) {
       return absl::InternalError(
           absl::StrCat("mean wrong: ", a[0].item<float>(), " ", b[0][0].item<float>()));
     }
 
-    auto sum = SumAcrossRanks(**group, {1.0, 0.5 * rank, rank == 1 ? 7.0 : 0.0});
-    if (!sum.ok()) return sum.status();
-    return Expect(*sum == std::vector<double>({3.0, 1.5, 7.0}), "SumAcrossRanks wrong");
+    VISION_ASSIGN_OR_RETURN(const std::vector<double> sum,
+                            SumAcrossRanks(*group, {1.0, 0.5 * rank, rank == 1 ? 7.0 : 0.0}));
+    return Expect(sum == std::vector<double>({3.0, 1.5, 7.0}), "SumAcrossRanks wrong");
   }));
 }
 
@@ -118,10 +118,9 @@ TEST(ProcessGroupTest, ConfigMismatchNamesRanksOnEveryRank) {
   std::vector<absl::Status> statuses =
       RunRanks(3, absl::Seconds(60), [port](int rank) -> absl::Status {
         at::set_num_threads(1);
-        auto group = CreateProcessGroup(Options(rank, 3, port));
-        if (!group.ok()) return group.status();
-        if (auto s = CheckConfigAgreement(**group, "same-config"); !s.ok()) return s;
-        return CheckConfigAgreement(**group, rank == 2 ? "lr=0.2" : "lr=0.1");
+        VISION_ASSIGN_OR_RETURN(auto group, CreateProcessGroup(Options(rank, 3, port)));
+        VISION_RETURN_IF_ERROR(CheckConfigAgreement(*group, "same-config"));
+        return CheckConfigAgreement(*group, rank == 2 ? "lr=0.2" : "lr=0.1");
       });
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_EQ(statuses[rank].code(), absl::StatusCode::kFailedPrecondition) << statuses[rank];
@@ -135,10 +134,9 @@ TEST(ProcessGroupTest, SumAcrossRanksRejectsDifferentLengths) {
   std::vector<absl::Status> statuses =
       RunRanks(2, absl::Seconds(60), [port](int rank) -> absl::Status {
         at::set_num_threads(1);
-        auto group = CreateProcessGroup(Options(rank, 2, port));
-        if (!group.ok()) return group.status();
+        VISION_ASSIGN_OR_RETURN(auto group, CreateProcessGroup(Options(rank, 2, port)));
         std::vector<double> values(rank == 0 ? 2 : 3, 1.0);
-        return SumAcrossRanks(**group, values).status();
+        return SumAcrossRanks(*group, values).status();
       });
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_THAT(std::string(statuses[rank].message()), HasSubstr("between 2 and 3"));

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace vision::distributed::strategies {
 namespace {
@@ -25,9 +26,9 @@ absl::StatusOr<ReducerOptions> BucketedReducerOptions(const BucketedOptions& opt
 template <typename Strategy>
 absl::StatusOr<std::unique_ptr<Strategy>> MakeBucketed(const BucketedOptions& options,
                                                        Compression compression) {
-  absl::StatusOr<ReducerOptions> reducer = BucketedReducerOptions(options, compression);
-  if (!reducer.ok()) return reducer.status();
-  return std::make_unique<Strategy>(*reducer);
+  VISION_ASSIGN_OR_RETURN(const ReducerOptions reducer,
+                          BucketedReducerOptions(options, compression));
+  return std::make_unique<Strategy>(reducer);
 }
 
 }  // namespace

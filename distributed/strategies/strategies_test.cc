@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
 #include "distributed/process_group/multiprocess_testing.h"
 #include "distributed/process_group/process_group.h"
 #include "gmock/gmock.h"
@@ -84,13 +85,12 @@ absl::StatusOr<std::vector<at::Tensor>> Train(const Scenario& setup, int rank, i
   Net net(setup.with_unused);
   std::unique_ptr<core::CommStrategy> strategy;
   if (!setup.strategy.empty()) {
-    if (auto s = process_group::BroadcastParameters(*group, net); !s.ok()) return s;
-    auto made = core::CommStrategyRegistry::Get().Create(setup.strategy, setup.options);
-    if (!made.ok()) return made.status();
-    strategy = std::move(made).value();
+    VISION_RETURN_IF_ERROR(process_group::BroadcastParameters(*group, net));
+    VISION_ASSIGN_OR_RETURN(
+        strategy, core::CommStrategyRegistry::Get().Create(setup.strategy, setup.options));
     std::vector<std::string> names;
     for (const auto& item : net.named_parameters()) names.push_back(item.key());
-    if (auto s = strategy->Attach(net.parameters(), names, group); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(strategy->Attach(net.parameters(), names, group));
   }
   const int local_batch = kGlobalBatch / world;
   const int micro_batch = local_batch / setup.micro_steps;
@@ -107,7 +107,7 @@ absl::StatusOr<std::vector<at::Tensor>> Train(const Scenario& setup, int rank, i
         local_grad_norms->push_back(net.fc->weight.grad().norm().item<double>());
       }
       if (strategy && sync) {
-        if (auto s = strategy->FinishBackward(); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(strategy->FinishBackward());
       }
     }
     at::NoGradGuard no_grad;
@@ -152,16 +152,15 @@ std::vector<absl::Status> RunEquivalence(const Scenario& setup, int world, doubl
     at::set_num_threads(1);
     Scenario reference_setup;
     reference_setup.with_unused = setup.with_unused;
-    auto reference = Train(reference_setup, 0, 1, {});
-    if (!reference.ok()) return reference.status();
-    auto group = Group(rank, world, port);
-    if (!group.ok()) return group.status();
-    auto trained = Train(setup, rank, world, *group);
-    if (!trained.ok()) return trained.status();
+    VISION_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
+                            Train(reference_setup, 0, 1, {}));
+    VISION_ASSIGN_OR_RETURN(auto group, Group(rank, world, port));
+    VISION_ASSIGN_OR_RETURN(const std::vector<at::Tensor> trained,
+                            Train(setup, rank, world, group));
     // The parameters must have moved, or equality would prove nothing.
     torch::manual_seed(7);
-    const double moved = MaxRelativeError(Net(setup.with_unused).parameters(), *reference);
-    const double error = MaxRelativeError(*trained, *reference);
+    const double moved = MaxRelativeError(Net(setup.with_unused).parameters(), reference);
+    const double error = MaxRelativeError(trained, reference);
     std::cerr << absl::StrCat(setup.strategy, " rank ", rank, "/", world, ": relative error ",
                               error, ", weights moved by ", moved, "\n");
     if (moved < 10 * tolerance) {
@@ -200,21 +199,19 @@ TEST(StrategiesTest, GradientsAliasTheirBuckets) {
   // In a child process, like every test here: a process group's threads in this process
   // would be unsafe across the forks of later tests.
   std::vector<absl::Status> statuses = RunRanks(1, absl::Seconds(30), [&](int rank) {
-    auto group = Group(0, 1, port);
-    if (!group.ok()) return group.status();
+    VISION_ASSIGN_OR_RETURN(auto group, Group(0, 1, port));
     BucketedOptions options;
     options.set_bucket_cap_mb(0.0004);
-    auto strategy = BucketedStrategy::Create(options);
-    if (!strategy.ok()) return strategy.status();
+    VISION_ASSIGN_OR_RETURN(auto strategy, BucketedStrategy::Create(options));
     torch::manual_seed(0);
     Net net(false);
-    if (auto s = (*strategy)->Attach(net.parameters(), {}, *group); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(strategy->Attach(net.parameters(), {}, group));
     const std::vector<at::Tensor> params = net.parameters();
     std::vector<const void*> before;
     for (const at::Tensor& p : params) before.push_back(p.grad().data_ptr());
-    (*strategy)->PrepareBackward(true);
+    strategy->PrepareBackward(true);
     net.forward(at::randn({2, 3, 8, 8})).sum().backward();
-    if (auto s = (*strategy)->FinishBackward(); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(strategy->FinishBackward());
     for (size_t i = 0; i < params.size(); ++i) {
       // Backward accumulated in place: the same memory, now holding a gradient.
       if (params[i].grad().data_ptr() != before[i]) {
@@ -252,17 +249,16 @@ TEST(StrategiesTest, AccumulationMicroStepDoesNotCommunicate) {
   const int port = process_group::PickFreePort();
   ExpectAllOk(RunRanks(2, absl::Seconds(60), [&](int rank) -> absl::Status {
     at::set_num_threads(1);
-    auto group = Group(rank, 2, port);
-    if (!group.ok()) return group.status();
+    VISION_ASSIGN_OR_RETURN(auto group, Group(rank, 2, port));
     std::vector<double> norms;
-    auto trained = Train({"bucketed", BucketOptions(0.0004), 2, false}, rank, 2, *group, &norms);
-    if (!trained.ok()) return trained.status();
+    VISION_RETURN_IF_ERROR(
+        Train({"bucketed", BucketOptions(0.0004), 2, false}, rank, 2, group, &norms).status());
     // Each rank saw different data: after a local micro-step the gradients must differ.
     std::vector<double> per_rank(2, 0.0);
     per_rank[rank] = norms.at(0);
-    auto gathered = process_group::SumAcrossRanks(**group, per_rank);
-    if (!gathered.ok()) return gathered.status();
-    if ((*gathered)[0] == (*gathered)[1]) {
+    VISION_ASSIGN_OR_RETURN(const std::vector<double> gathered,
+                            process_group::SumAcrossRanks(*group, per_rank));
+    if (gathered[0] == gathered[1]) {
       return absl::InternalError("gradients were averaged on a non-sync micro-step");
     }
     return absl::OkStatus();
@@ -295,18 +291,16 @@ TEST(StrategiesTest, UnusedParameterAllowedByOptionTrainsCorrectly) {
 TEST(StrategiesTest, SecondBackwardInASyncStepIsAnError) {
   const int port = process_group::PickFreePort();
   std::vector<absl::Status> statuses = RunRanks(1, absl::Seconds(30), [&](int rank) {
-    auto group = Group(0, 1, port);
-    if (!group.ok()) return group.status();
-    auto strategy = BucketedStrategy::Create(BucketedOptions());
-    if (!strategy.ok()) return strategy.status();
+    VISION_ASSIGN_OR_RETURN(auto group, Group(0, 1, port));
+    VISION_ASSIGN_OR_RETURN(auto strategy, BucketedStrategy::Create(BucketedOptions()));
     torch::manual_seed(0);
     Net net(false);
-    if (auto s = (*strategy)->Attach(net.parameters(), {}, *group); !s.ok()) return s;
-    (*strategy)->PrepareBackward(true);
+    VISION_RETURN_IF_ERROR(strategy->Attach(net.parameters(), {}, group));
+    strategy->PrepareBackward(true);
     const at::Tensor x = at::randn({2, 3, 8, 8});
     net.forward(x).sum().backward();
     net.fc->forward(at::randn({2, 6})).sum().backward();
-    return (*strategy)->FinishBackward();
+    return strategy->FinishBackward();
   });
   EXPECT_THAT(std::string(statuses[0].message()),
               HasSubstr("parameter #4, parameter #5 received gradients from more than one "
@@ -320,19 +314,17 @@ TEST(StrategiesTest, BucketsFollowReverseParameterOrderAndCap) {
   ExpectAllOk(RunRanks(1, absl::Seconds(30), [&](int rank) -> absl::Status {
     BucketedOptions options;
     options.set_bucket_cap_mb(0.0004);
-    auto made = BucketedStrategy::Create(options);
-    if (!made.ok()) return made.status();
-    auto group = Group(0, 1, port);
-    if (!group.ok()) return group.status();
+    VISION_ASSIGN_OR_RETURN(auto made, BucketedStrategy::Create(options));
+    VISION_ASSIGN_OR_RETURN(auto group, Group(0, 1, port));
     torch::manual_seed(0);
     Net net(false);
-    if (auto s = (*made)->Attach(net.parameters(), {}, *group); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(made->Attach(net.parameters(), {}, group));
     // Parameters: conv1.w (108), conv1.b (4), conv2.w (216), conv2.b (6), fc.w (18), fc.b (3).
     // A bucket holds at most 419 bytes unless one parameter alone is larger.
     const std::vector<std::vector<int>> expected = {{5, 4, 3}, {2}, {1}, {0}};
-    if ((*made)->BucketLayout() != expected) {
+    if (made->BucketLayout() != expected) {
       std::string layout;
-      for (const auto& bucket : (*made)->BucketLayout()) {
+      for (const auto& bucket : made->BucketLayout()) {
         layout += absl::StrCat("{", absl::StrJoin(bucket, ","), "}");
       }
       return absl::InternalError(absl::StrCat("unexpected layout ", layout));

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/batch_norm.h"
+#include "core/status_macros.h"
 #include "distributed/process_group/multiprocess_testing.h"
 #include "distributed/process_group/process_group.h"
 #include "gmock/gmock.h"
@@ -44,12 +45,6 @@ absl::Status ExpectClose(const std::string& what, const at::Tensor& actual,
   return absl::InternalError(absl::StrCat(what, ": max error ", error, " (scale ", scale, ")"));
 }
 
-#define RETURN_IF_ERROR(expr)          \
-  do {                                 \
-    absl::Status status_ = (expr);     \
-    if (!status_.ok()) return status_; \
-  } while (0)
-
 void ExpectAllOk(const std::vector<absl::Status>& statuses) {
   for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
 }
@@ -73,9 +68,8 @@ TEST(SyncBatchNormTest, TwoRanksWithUnequalBatchesMatchBatchNormOnTheConcatenate
     const at::Tensor init_bias = at::randn({3});
 
     torch::nn::BatchNorm2d reference(3);
-    auto group = Group(rank, 2, port);
-    if (!group.ok()) return group.status();
-    SyncBatchNorm sync(3, *group);
+    VISION_ASSIGN_OR_RETURN(auto group, Group(rank, 2, port));
+    SyncBatchNorm sync(3, group);
     {
       at::NoGradGuard no_grad;
       reference->weight.copy_(init_weight);
@@ -94,24 +88,24 @@ TEST(SyncBatchNormTest, TwoRanksWithUnequalBatchesMatchBatchNormOnTheConcatenate
       (y * upstream[step].narrow(0, begin, size)).sum().backward();
 
       const std::string at_step = absl::StrCat(" (rank ", rank, ", step ", step, ")");
-      RETURN_IF_ERROR(ExpectClose("output" + at_step, y, y_full.narrow(0, begin, size)));
-      RETURN_IF_ERROR(
+      VISION_RETURN_IF_ERROR(ExpectClose("output" + at_step, y, y_full.narrow(0, begin, size)));
+      VISION_RETURN_IF_ERROR(
           ExpectClose("input gradient" + at_step, x.grad(), x_full.grad().narrow(0, begin, size)));
       // Parameter gradients are local; their sum over ranks is the full-batch gradient.
       std::vector<double> grads;
       for (const at::Tensor& g : {sync->weight.grad(), sync->bias.grad()}) {
         for (int64_t c = 0; c < 3; ++c) grads.push_back(g[c].item<double>());
       }
-      auto summed = process_group::SumAcrossRanks(**group, grads);
-      if (!summed.ok()) return summed.status();
-      const at::Tensor summed_tensor = at::tensor(*summed, at::kDouble).to(at::kFloat);
-      RETURN_IF_ERROR(ExpectClose("weight gradient" + at_step, summed_tensor.narrow(0, 0, 3),
-                                  reference->weight.grad()));
-      RETURN_IF_ERROR(ExpectClose("bias gradient" + at_step, summed_tensor.narrow(0, 3, 3),
-                                  reference->bias.grad()));
-      RETURN_IF_ERROR(
+      VISION_ASSIGN_OR_RETURN(const std::vector<double> summed,
+                              process_group::SumAcrossRanks(*group, grads));
+      const at::Tensor summed_tensor = at::tensor(summed, at::kDouble).to(at::kFloat);
+      VISION_RETURN_IF_ERROR(ExpectClose("weight gradient" + at_step, summed_tensor.narrow(0, 0, 3),
+                                         reference->weight.grad()));
+      VISION_RETURN_IF_ERROR(ExpectClose("bias gradient" + at_step, summed_tensor.narrow(0, 3, 3),
+                                         reference->bias.grad()));
+      VISION_RETURN_IF_ERROR(
           ExpectClose("running_mean" + at_step, sync->running_mean, reference->running_mean));
-      RETURN_IF_ERROR(
+      VISION_RETURN_IF_ERROR(
           ExpectClose("running_var" + at_step, sync->running_var, reference->running_var));
       for (at::Tensor p : {reference->weight, reference->bias, sync->weight, sync->bias}) {
         p.mutable_grad().zero_();
@@ -145,21 +139,21 @@ TEST(ConvertSyncBatchNormTest, CoreBatchNormMembersSynchroniseInPlace) {
     const at::Tensor y_full = reference->forward(x_full);
     (y_full * upstream).sum().backward();
 
-    auto group = Group(rank, 2, port);
-    if (!group.ok()) return group.status();
+    VISION_ASSIGN_OR_RETURN(auto group, Group(rank, 2, port));
     auto model = std::make_shared<HasCoreBatchNorm>();
-    auto converted = ConvertSyncBatchNorm(*model, *group);
-    if (!converted.ok()) return converted.status();
-    if (*converted != 1 || !model->bn->synchronized()) {
-      return absl::InternalError(absl::StrCat("expected 1 synchronised layer, got ", *converted));
+    VISION_ASSIGN_OR_RETURN(const int converted, ConvertSyncBatchNorm(*model, group));
+    if (converted != 1 || !model->bn->synchronized()) {
+      return absl::InternalError(absl::StrCat("expected 1 synchronised layer, got ", converted));
     }
     // Each rank holds half of the batch through the member it calls directly.
     at::Tensor x = input.narrow(0, 2 * rank, 2).clone().requires_grad_();
     at::Tensor y = model->bn->forward(x);
     (y * upstream.narrow(0, 2 * rank, 2)).sum().backward();
-    RETURN_IF_ERROR(ExpectClose("output", y, y_full.narrow(0, 2 * rank, 2)));
-    RETURN_IF_ERROR(ExpectClose("input gradient", x.grad(), x_full.grad().narrow(0, 2 * rank, 2)));
-    RETURN_IF_ERROR(ExpectClose("running_mean", model->bn->running_mean, reference->running_mean));
+    VISION_RETURN_IF_ERROR(ExpectClose("output", y, y_full.narrow(0, 2 * rank, 2)));
+    VISION_RETURN_IF_ERROR(
+        ExpectClose("input gradient", x.grad(), x_full.grad().narrow(0, 2 * rank, 2)));
+    VISION_RETURN_IF_ERROR(
+        ExpectClose("running_mean", model->bn->running_mean, reference->running_mean));
     return ExpectClose("running_var", model->bn->running_var, reference->running_var);
   }));
 }
@@ -173,8 +167,7 @@ TEST(ConvertSyncBatchNormTest, ReplacesBatchNormsInContainersKeepingState) {
   const int port = process_group::PickFreePort();
   ExpectAllOk(RunRanks(2, absl::Seconds(60), [port](int rank) -> absl::Status {
     at::set_num_threads(1);
-    auto group = Group(rank, 2, port);
-    if (!group.ok()) return group.status();
+    VISION_ASSIGN_OR_RETURN(auto group, Group(rank, 2, port));
     // root.features: Sequential(conv, bn, relu); root.heads: ModuleList(Sequential(bn), bn).
     torch::nn::Module root;
     torch::nn::Sequential features(torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 4, 1)),
@@ -190,9 +183,8 @@ TEST(ConvertSyncBatchNormTest, ReplacesBatchNormsInContainersKeepingState) {
       first->running_mean.fill_(0.5);
       first->num_batches_tracked.fill_(7);
     }
-    auto converted = ConvertSyncBatchNorm(root, *group);
-    if (!converted.ok()) return converted.status();
-    if (*converted != 3) return absl::InternalError(absl::StrCat("converted ", *converted));
+    VISION_ASSIGN_OR_RETURN(const int converted, ConvertSyncBatchNorm(root, group));
+    if (converted != 3) return absl::InternalError(absl::StrCat("converted ", converted));
     auto* first = features->ptr(1)->as<SyncBatchNormImpl>();
     auto* in_nested = nested->ptr(0)->as<SyncBatchNormImpl>();
     auto* listed = heads->ptr(1)->as<SyncBatchNormImpl>();
@@ -222,13 +214,12 @@ TEST(ConvertSyncBatchNormTest, MemberBatchNormIsAnErrorNamingIt) {
   std::vector<absl::Status> statuses =
       RunRanks(2, absl::Seconds(60), [port](int rank) -> absl::Status {
         at::set_num_threads(1);
-        auto group = Group(rank, 2, port);
-        if (!group.ok()) return group.status();
+        VISION_ASSIGN_OR_RETURN(auto group, Group(rank, 2, port));
         torch::nn::Module root;
         torch::nn::Sequential features(torch::nn::BatchNorm2d(2));
         root.register_module("features", features);
         root.register_module("block", std::make_shared<HasMemberBatchNorm>());
-        auto converted = ConvertSyncBatchNorm(root, *group);
+        auto converted = ConvertSyncBatchNorm(root, group);
         if (converted.ok()) return absl::InternalError("converted a member BatchNorm2d");
         if (features->ptr(0)->as<torch::nn::BatchNorm2dImpl>() == nullptr) {
           return absl::InternalError("modified the model before failing");
@@ -243,12 +234,10 @@ TEST(ConvertSyncBatchNormTest, MemberBatchNormIsAnErrorNamingIt) {
 TEST(ConvertSyncBatchNormTest, WorldOfOneKeepsBatchNorm) {
   const int port = process_group::PickFreePort();
   ExpectAllOk(RunRanks(1, absl::Seconds(30), [port](int rank) -> absl::Status {
-    auto group = Group(0, 1, port);
-    if (!group.ok()) return group.status();
+    VISION_ASSIGN_OR_RETURN(auto group, Group(0, 1, port));
     torch::nn::Sequential model(torch::nn::BatchNorm2d(2));
-    auto converted = ConvertSyncBatchNorm(*model, *group);
-    if (!converted.ok()) return converted.status();
-    if (*converted != 0 || model->ptr(0)->as<torch::nn::BatchNorm2dImpl>() == nullptr) {
+    VISION_ASSIGN_OR_RETURN(const int converted, ConvertSyncBatchNorm(*model, group));
+    if (converted != 0 || model->ptr(0)->as<torch::nn::BatchNorm2dImpl>() == nullptr) {
       return absl::InternalError("converted with a world of one");
     }
     return absl::OkStatus();

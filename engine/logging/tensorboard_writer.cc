@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/status_macros.h"
 #include "engine/logging/crc32c.h"
 #include "engine/logging/file_error.h"
 #include "engine/logging/tensorboard.pb.h"
@@ -86,9 +87,9 @@ absl::StatusOr<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::Create(
   Event version;
   version.set_wall_time(WallTime(now));
   version.set_file_version("brain.Event:2");
-  if (absl::Status s = writer->WriteEvent(version); !s.ok()) return s;
+  VISION_RETURN_IF_ERROR(writer->WriteEvent(version));
   // TensorBoard identifies a run by its first record; make it visible at once.
-  if (absl::Status s = writer->Flush(); !s.ok()) return s;
+  VISION_RETURN_IF_ERROR(writer->Flush());
   return writer;
 }
 

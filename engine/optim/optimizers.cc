@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/optimizer.h"
+#include "core/status_macros.h"
 #include "engine/optim/optim.pb.h"
 
 namespace vision::engine::optim {
@@ -62,7 +63,7 @@ class Sgd : public TorchOptimizerPlugin<torch::optim::SGD> {
 
   static absl::StatusOr<std::unique_ptr<Sgd>> Create(const SgdOptions& o,
                                                      const std::vector<ParamGroupSpec>& groups) {
-    if (absl::Status s = CheckGroups(groups); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(CheckGroups(groups));
     if (o.momentum() < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("optimizer.options.momentum: must be >= 0, got ", o.momentum()));
@@ -87,8 +88,8 @@ class Adam : public TorchOptimizerPlugin<torch::optim::Adam> {
 
   static absl::StatusOr<std::unique_ptr<Adam>> Create(const AdamOptions& o,
                                                       const std::vector<ParamGroupSpec>& groups) {
-    if (absl::Status s = CheckGroups(groups); !s.ok()) return s;
-    if (absl::Status s = CheckAdam(o); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(CheckGroups(groups));
+    VISION_RETURN_IF_ERROR(CheckAdam(o));
     return std::make_unique<Adam>(groups, [o](const ParamGroupSpec& g) {
       return std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions(g.lr)
                                                              .betas({o.beta1(), o.beta2()})
@@ -105,8 +106,8 @@ class AdamW : public TorchOptimizerPlugin<torch::optim::AdamW> {
 
   static absl::StatusOr<std::unique_ptr<AdamW>> Create(const AdamOptions& o,
                                                        const std::vector<ParamGroupSpec>& groups) {
-    if (absl::Status s = CheckGroups(groups); !s.ok()) return s;
-    if (absl::Status s = CheckAdam(o); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(CheckGroups(groups));
+    VISION_RETURN_IF_ERROR(CheckAdam(o));
     return std::make_unique<AdamW>(groups, [o](const ParamGroupSpec& g) {
       return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(g.lr)
                                                               .betas({o.beta1(), o.beta2()})

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/lr_schedule.h"
+#include "core/status_macros.h"
 #include "engine/schedules/schedules.pb.h"
 
 namespace vision::engine::schedules {
@@ -41,7 +42,7 @@ class Poly : public core::LrSchedule {
       return absl::InvalidArgumentError(
           absl::StrCat("lr_schedule.options.power: must be > 0, got ", o.power()));
     }
-    if (absl::Status s = CheckMinFactor(o.min_factor()); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(CheckMinFactor(o.min_factor()));
     return std::make_unique<Poly>(o);
   }
   double Factor(int64_t step, int64_t total_steps) const override {
@@ -57,7 +58,7 @@ class Cosine : public core::LrSchedule {
  public:
   explicit Cosine(const CosineOptions& o) : min_factor_(o.min_factor()) {}
   static absl::StatusOr<std::unique_ptr<Cosine>> Create(const CosineOptions& o) {
-    if (absl::Status s = CheckMinFactor(o.min_factor()); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(CheckMinFactor(o.min_factor()));
     return std::make_unique<Cosine>(o);
   }
   double Factor(int64_t step, int64_t total_steps) const override {

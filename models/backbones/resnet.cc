@@ -26,6 +26,8 @@
 #include "core/activation_checkpoint.h"
 #include "core/batch_norm.h"
 #include "core/backbone.h"
+#include "core/status_macros.h"
+#include "core/status_util.h"
 #include "models/backbones/deform_conv.h"
 #include "models/backbones/frozen_batch_norm.h"
 #include "models/backbones/resnet.pb.h"
@@ -179,34 +181,28 @@ absl::Status ValidateConfig(const ResNetConfig& config) {
 // reported as ignored) because the backbone has no head, so strict loading still applies to
 // everything else. Deformable convolutions' offset branches are new parameters: a plain
 // checkpoint lacks them and they keep their zero initialisation, even when strict.
-absl::Status LoadWeights(const std::string& name, const ResNetOptions& options,
-                         ResNet& net) {
+absl::Status LoadWeights(const std::string& name, const ResNetOptions& options, ResNet& net) {
   const std::string& path = options.weights_path();
-  absl::StatusOr<StateDict> state = ReadTorchStateDict(path);
-  if (!state.ok()) {
-    return absl::Status(state.status().code(),
-                        absl::StrCat(name, " weights_path: ", state.status().message()));
-  }
+  const std::string context = absl::StrCat(name, " weights_path");
+  VISION_ASSIGN_OR_RETURN(const StateDict state,
+                          core::WithContext(context, ReadTorchStateDict(path)));
   StateDict backbone_state;
   std::vector<std::string> classifier;
-  for (const auto& [key, tensor] : *state) {
+  for (const auto& [key, tensor] : state) {
     if (absl::StartsWith(key, "fc.")) {
       classifier.push_back(key);
     } else {
       backbone_state.emplace_back(key, tensor);
     }
   }
-  absl::StatusOr<ImportReport> report =
-      LoadStateDict(backbone_state, net, options.strict_weights(),
-                    absl::StrCat("weights file '", path, "'"), OffsetBranchParameterNames(net));
-  if (!report.ok()) {
-    return absl::Status(report.status().code(),
-                        absl::StrCat(name, " weights_path: ", report.status().message()));
-  }
-  report->ignored.insert(report->ignored.end(), classifier.begin(), classifier.end());
-  if (!report->complete()) {
-    TORCH_WARN(name, " loaded '", path, "' partially (strict_weights is off): ",
-               report->ToString());
+  VISION_ASSIGN_OR_RETURN(
+      ImportReport report,
+      core::WithContext(context, LoadStateDict(backbone_state, net, options.strict_weights(),
+                                               absl::StrCat("weights file '", path, "'"),
+                                               OffsetBranchParameterNames(net))));
+  report.ignored.insert(report.ignored.end(), classifier.begin(), classifier.end());
+  if (!report.complete()) {
+    TORCH_WARN(name, " loaded '", path, "' partially (strict_weights is off): ", report.ToString());
   }
   return absl::OkStatus();
 }
@@ -224,9 +220,8 @@ class RegisteredResNet final : public ResNet {
         .frozen_batchnorm(options.frozen_batchnorm())
         .output_stride(options.output_stride())
         .stage_with_dcn({options.stage_with_dcn().begin(), options.stage_with_dcn().end()});
-    if (absl::Status status = ValidateConfig(config); !status.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(name, " options: ", status.message()));
-    }
+    VISION_RETURN_IF_ERROR(
+        core::WithContext(absl::StrCat(name, " options"), ValidateConfig(config)));
     std::unique_ptr<RegisteredResNet> net;
     try {
       net = std::make_unique<RegisteredResNet>(config);
@@ -235,8 +230,7 @@ class RegisteredResNet final : public ResNet {
           absl::StrCat("building ", name, " failed: ", e.what_without_backtrace()));
     }
     if (options.has_weights_path()) {
-      absl::Status loaded = LoadWeights(name, options, *net);
-      if (!loaded.ok()) return loaded;
+      VISION_RETURN_IF_ERROR(LoadWeights(name, options, *net));
     }
     return net;
   }
@@ -244,8 +238,7 @@ class RegisteredResNet final : public ResNet {
 
 }  // namespace
 
-ResNet::ResNet(const ResNetConfig& config)
-    : config_(config), bottleneck_(config.depth() >= 50) {
+ResNet::ResNet(const ResNetConfig& config) : config_(config), bottleneck_(config.depth() >= 50) {
   const absl::Status valid = ValidateConfig(config);
   TORCH_CHECK(valid.ok(), std::string(valid.message()));
   const bool frozen_bn = config_.frozen_batchnorm();
@@ -271,8 +264,8 @@ ResNet::ResNet(const ResNetConfig& config)
   Freeze();
 }
 
-torch::nn::Sequential ResNet::MakeStage(int64_t planes, int64_t blocks, int64_t stride,
-                                            bool dilate, bool deformable) {
+torch::nn::Sequential ResNet::MakeStage(int64_t planes, int64_t blocks, int64_t stride, bool dilate,
+                                        bool deformable) {
   const bool frozen_bn = config_.frozen_batchnorm();
   const int64_t expansion = bottleneck_ ? BottleneckImpl::kExpansion : BasicBlockImpl::kExpansion;
   const int64_t previous_dilation = dilation_;
@@ -379,7 +372,7 @@ std::vector<int64_t> ResNet::OutChannels() const {
 std::vector<int64_t> ResNet::Strides() const { return strides_; }
 
 absl::StatusOr<std::unique_ptr<ResNet>> MakeResNet(const ResNetConfig& config) {
-  if (absl::Status status = ValidateConfig(config); !status.ok()) return status;
+  VISION_RETURN_IF_ERROR(ValidateConfig(config));
   try {
     return std::make_unique<ResNet>(config);
   } catch (const c10::Error& e) {

@@ -193,8 +193,8 @@ TEST(ResNetTest, DeformableResNetWithPlainWeightsMatchesThePlainOneInTraining) {
     SCOPED_TRACE(::testing::Message() << "ResNet" << depth << " output stride " << output_stride);
     torch::manual_seed(5);
     std::unique_ptr<ResNet> plain = Make(ResNetConfig(depth).output_stride(output_stride));
-    std::unique_ptr<ResNet> deformable = Make(
-        ResNetConfig(depth).output_stride(output_stride).stage_with_dcn(kDcnStages2To4));
+    std::unique_ptr<ResNet> deformable =
+        Make(ResNetConfig(depth).output_stride(output_stride).stage_with_dcn(kDcnStages2To4));
     ASSERT_NE(plain, nullptr);
     ASSERT_NE(deformable, nullptr);
     StateDict state;

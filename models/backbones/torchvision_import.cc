@@ -21,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "core/status_macros.h"
+#include "core/status_util.h"
 
 namespace vision::models::backbones {
 namespace {
@@ -104,10 +106,10 @@ class Unpickler {
         if (stack_.size() != 1) return Error("STOP with a malformed stack");
         return stack_.back();
       }
+      // The context is built only on failure: this loop runs once per opcode.
       if (absl::Status status = Step(op); !status.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where_, " at byte ", op_pos, " (opcode 0x", absl::Hex(op), "): ",
-                         status.message()));
+        return core::WithContext(
+            absl::StrCat(where_, " at byte ", op_pos, " (opcode 0x", absl::Hex(op), ")"), status);
       }
     }
   }
@@ -141,9 +143,9 @@ class Unpickler {
   }
 
   absl::Status PushString(size_t length_bytes) {
-    if (absl::Status s = Need(length_bytes); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(Need(length_bytes));
     const uint64_t length = ReadUnsigned(length_bytes);
-    if (absl::Status s = Need(length); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(Need(length));
     ValuePtr value = MakeValue(Value::Kind::kString);
     value->text = std::string(data_.substr(pos_, length));
     pos_ += length;
@@ -207,7 +209,7 @@ class Unpickler {
   }
 
   absl::Status Memoize(uint64_t index) {
-    if (absl::Status s = NeedStack(1); !s.ok()) return s;
+    VISION_RETURN_IF_ERROR(NeedStack(1));
     memo_[index] = stack_.back();
     return absl::OkStatus();
   }
@@ -284,8 +286,8 @@ class Unpickler {
       ValuePtr tensor = MakeValue(Value::Kind::kTensor);
       tensor->storage = a[0];
       tensor->offset = a[1]->integer;
-      if (absl::Status s = IntTuple(a[2], &tensor->sizes); !s.ok()) return s;
-      if (absl::Status s = IntTuple(a[3], &tensor->strides); !s.ok()) return s;
+      VISION_RETURN_IF_ERROR(IntTuple(a[2], &tensor->sizes));
+      VISION_RETURN_IF_ERROR(IntTuple(a[3], &tensor->strides));
       if (tensor->sizes.size() != tensor->strides.size()) {
         return absl::InvalidArgumentError("tensor size and stride differ in length");
       }
@@ -308,11 +310,11 @@ class Unpickler {
   absl::Status Step(uint8_t op) {
     switch (op) {
       case 0x80:  // PROTO
-        if (absl::Status s = Need(1); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(1));
         ++pos_;
         return absl::OkStatus();
       case 0x95:  // FRAME: an 8-byte length; frames need no special handling here.
-        if (absl::Status s = Need(8); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(8));
         pos_ += 8;
         return absl::OkStatus();
       case 'N':
@@ -326,29 +328,29 @@ class Unpickler {
         return absl::OkStatus();
       }
       case 'J':  // BININT
-        if (absl::Status s = Need(4); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(4));
         PushInt(static_cast<int32_t>(ReadUnsigned(4)));
         return absl::OkStatus();
       case 'K':  // BININT1
-        if (absl::Status s = Need(1); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(1));
         PushInt(static_cast<int64_t>(ReadUnsigned(1)));
         return absl::OkStatus();
       case 'M':  // BININT2
-        if (absl::Status s = Need(2); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(2));
         PushInt(static_cast<int64_t>(ReadUnsigned(2)));
         return absl::OkStatus();
       case 0x8a: {  // LONG1: n-byte two's-complement little endian
-        if (absl::Status s = Need(1); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(1));
         const size_t n = ReadUnsigned(1);
         if (n > 8) return absl::InvalidArgumentError("integer wider than 64 bits");
-        if (absl::Status s = Need(n); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(n));
         uint64_t bits = ReadUnsigned(n);
         if (n > 0 && n < 8 && (bits >> (8 * n - 1)) & 1) bits |= ~uint64_t{0} << (8 * n);
         PushInt(static_cast<int64_t>(bits));
         return absl::OkStatus();
       }
       case 'G': {  // BINFLOAT: big-endian double
-        if (absl::Status s = Need(8); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(8));
         uint64_t bits = 0;
         for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<uint8_t>(data_[pos_ + i]);
         pos_ += 8;
@@ -371,24 +373,22 @@ class Unpickler {
       case 0x86:  // TUPLE2
       case 0x87: {  // TUPLE3
         const size_t n = op - 0x84;
-        if (absl::Status s = NeedStack(n); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(NeedStack(n));
         std::vector<ValuePtr> items(stack_.end() - n, stack_.end());
         stack_.resize(stack_.size() - n);
         return PushTuple(std::move(items));
       }
       case 't': {  // TUPLE
-        absl::StatusOr<std::vector<ValuePtr>> items = PopToMark();
-        if (!items.ok()) return items.status();
-        return PushTuple(*std::move(items));
+        VISION_ASSIGN_OR_RETURN(std::vector<ValuePtr> items, PopToMark());
+        return PushTuple(std::move(items));
       }
       case ']':
         stack_.push_back(MakeValue(Value::Kind::kList));
         return absl::OkStatus();
       case 'l': {  // LIST
-        absl::StatusOr<std::vector<ValuePtr>> items = PopToMark();
-        if (!items.ok()) return items.status();
+        VISION_ASSIGN_OR_RETURN(std::vector<ValuePtr> items, PopToMark());
         ValuePtr list = MakeValue(Value::Kind::kList);
-        list->items = *std::move(items);
+        list->items = std::move(items);
         stack_.push_back(std::move(list));
         return absl::OkStatus();
       }
@@ -396,32 +396,30 @@ class Unpickler {
         stack_.push_back(MakeValue(Value::Kind::kDict));
         return absl::OkStatus();
       case 'd': {  // DICT
-        absl::StatusOr<std::vector<ValuePtr>> items = PopToMark();
-        if (!items.ok()) return items.status();
+        VISION_ASSIGN_OR_RETURN(std::vector<ValuePtr> items, PopToMark());
         ValuePtr dict = MakeValue(Value::Kind::kDict);
         stack_.push_back(dict);
-        return AddItems(dict, *items, /*pairs=*/true);
+        return AddItems(dict, items, /*pairs=*/true);
       }
       case 'a':  // APPEND
       case 's': {  // SETITEM
         const size_t n = op == 'a' ? 1 : 2;
-        if (absl::Status s = NeedStack(n + 1); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(NeedStack(n + 1));
         std::vector<ValuePtr> items(stack_.end() - n, stack_.end());
         stack_.resize(stack_.size() - n);
         return AddItems(stack_.back(), items, /*pairs=*/op == 's');
       }
       case 'e':    // APPENDS
       case 'u': {  // SETITEMS
-        absl::StatusOr<std::vector<ValuePtr>> items = PopToMark();
-        if (!items.ok()) return items.status();
-        if (absl::Status s = NeedStack(1); !s.ok()) return s;
-        return AddItems(stack_.back(), *items, /*pairs=*/op == 'u');
+        VISION_ASSIGN_OR_RETURN(std::vector<ValuePtr> items, PopToMark());
+        VISION_RETURN_IF_ERROR(NeedStack(1));
+        return AddItems(stack_.back(), items, /*pairs=*/op == 'u');
       }
       case '(':  // MARK
         marks_.push_back(stack_.size());
         return absl::OkStatus();
       case '0':  // POP
-        if (absl::Status s = NeedStack(1); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(NeedStack(1));
         stack_.pop_back();
         return absl::OkStatus();
       case '1': {  // POP_MARK
@@ -429,31 +427,31 @@ class Unpickler {
         return items.status();
       }
       case '2':  // DUP
-        if (absl::Status s = NeedStack(1); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(NeedStack(1));
         stack_.push_back(stack_.back());
         return absl::OkStatus();
       case 'q':  // BINPUT
-        if (absl::Status s = Need(1); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(1));
         return Memoize(ReadUnsigned(1));
       case 'r':  // LONG_BINPUT
-        if (absl::Status s = Need(4); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(4));
         return Memoize(ReadUnsigned(4));
       case 0x94:  // MEMOIZE
         return Memoize(memo_.size());
       case 'h':  // BINGET
-        if (absl::Status s = Need(1); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(1));
         return Recall(ReadUnsigned(1));
       case 'j':  // LONG_BINGET
-        if (absl::Status s = Need(4); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(Need(4));
         return Recall(ReadUnsigned(4));
       case 'c': {  // GLOBAL
         std::string module, name;
-        if (absl::Status s = ReadLine(&module); !s.ok()) return s;
-        if (absl::Status s = ReadLine(&name); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(ReadLine(&module));
+        VISION_RETURN_IF_ERROR(ReadLine(&name));
         return PushGlobal(std::move(module), std::move(name));
       }
       case 0x93: {  // STACK_GLOBAL
-        if (absl::Status s = NeedStack(2); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(NeedStack(2));
         ValuePtr name = Pop();
         ValuePtr module = Pop();
         if (module->kind != Value::Kind::kString || name->kind != Value::Kind::kString) {
@@ -462,17 +460,17 @@ class Unpickler {
         return PushGlobal(module->text, name->text);
       }
       case 'Q': {  // BINPERSID
-        if (absl::Status s = NeedStack(1); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(NeedStack(1));
         return PersistentLoad(Pop());
       }
       case 'R': {  // REDUCE
-        if (absl::Status s = NeedStack(2); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(NeedStack(2));
         ValuePtr args = Pop();
         ValuePtr callable = Pop();
         return Reduce(callable, args);
       }
       case 'b': {  // BUILD
-        if (absl::Status s = NeedStack(2); !s.ok()) return s;
+        VISION_RETURN_IF_ERROR(NeedStack(2));
         ValuePtr state = Pop();
         // An OrderedDict's state is its __dict__: the state dict's _metadata (BatchNorm
         // versions), which LibTorch modules do not use.
@@ -503,8 +501,7 @@ class StorageLoader {
 
   absl::StatusOr<at::Tensor> Materialize(const Value& tensor, const std::string& key) {
     const Value& storage = *tensor.storage;
-    absl::StatusOr<at::Tensor> flat = Load(storage, key);
-    if (!flat.ok()) return flat.status();
+    VISION_ASSIGN_OR_RETURN(at::Tensor flat, Load(storage, key));
     // Check the view lies inside its storage before as_strided, which would not.
     int64_t last = tensor.offset;
     for (size_t d = 0; d < tensor.sizes.size(); ++d) {
@@ -512,7 +509,7 @@ class StorageLoader {
         return absl::InvalidArgumentError(absl::StrCat(
             "file '", path_, "': key '", key, "': negative tensor size or stride"));
       }
-      if (tensor.sizes[d] == 0) return at::empty(tensor.sizes, flat->options());
+      if (tensor.sizes[d] == 0) return at::empty(tensor.sizes, flat.options());
       last += (tensor.sizes[d] - 1) * tensor.strides[d];
     }
     if (tensor.offset < 0 || last >= storage.numel) {
@@ -520,7 +517,7 @@ class StorageLoader {
           absl::StrCat("file '", path_, "': key '", key, "': the tensor reaches element ", last,
                        " of a storage of ", storage.numel, " elements"));
     }
-    return flat->as_strided(tensor.sizes, tensor.strides, tensor.offset);
+    return flat.as_strided(tensor.sizes, tensor.strides, tensor.offset);
   }
 
  private:
@@ -617,18 +614,17 @@ absl::StatusOr<StateDict> ReadTorchStateDict(const std::string& path) {
   Unpickler unpickler(
       absl::string_view(static_cast<const char*>(pickle.get()), pickle_size),
       absl::StrCat("weights file '", path, "': data.pkl"));
-  absl::StatusOr<ValuePtr> root = unpickler.Run();
-  if (!root.ok()) return root.status();
-  if ((*root)->kind != Value::Kind::kDict) {
+  VISION_ASSIGN_OR_RETURN(ValuePtr root, unpickler.Run());
+  if (root->kind != Value::Kind::kDict) {
     return absl::InvalidArgumentError(
-        absl::StrCat("weights file '", path, "' holds a ", KindName((*root)->kind),
+        absl::StrCat("weights file '", path, "' holds a ", KindName(root->kind),
                      ", not a state dict; save it with torch.save(model.state_dict(), p)"));
   }
 
   StorageLoader storages(reader.get(), path);
   StateDict state;
   std::set<std::string> seen;
-  for (const auto& [key, value] : (*root)->entries) {
+  for (const auto& [key, value] : root->entries) {
     if (key->kind != Value::Kind::kString) {
       return absl::InvalidArgumentError(absl::StrCat(
           "weights file '", path, "' has a ", KindName(key->kind), " key; expected str keys"));
@@ -643,9 +639,8 @@ absl::StatusOr<StateDict> ReadTorchStateDict(const std::string& path) {
       return absl::InvalidArgumentError(
           absl::StrCat("weights file '", path, "': key '", key->text, "' appears twice"));
     }
-    absl::StatusOr<at::Tensor> tensor = storages.Materialize(*value, key->text);
-    if (!tensor.ok()) return tensor.status();
-    state.emplace_back(key->text, *std::move(tensor));
+    VISION_ASSIGN_OR_RETURN(at::Tensor tensor, storages.Materialize(*value, key->text));
+    state.emplace_back(key->text, std::move(tensor));
   }
   return state;
 }
@@ -716,9 +711,8 @@ absl::StatusOr<ImportReport> LoadStateDict(const StateDict& state, torch::nn::Mo
 
 absl::StatusOr<ImportReport> ImportTorchvisionWeights(const std::string& path,
                                                       torch::nn::Module& module, bool strict) {
-  absl::StatusOr<StateDict> state = ReadTorchStateDict(path);
-  if (!state.ok()) return state.status();
-  return LoadStateDict(*state, module, strict, absl::StrCat("weights file '", path, "'"));
+  VISION_ASSIGN_OR_RETURN(StateDict state, ReadTorchStateDict(path));
+  return LoadStateDict(state, module, strict, absl::StrCat("weights file '", path, "'"));
 }
 
 }  // namespace vision::models::backbones

@@ -9,6 +9,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "core/status_util.h"
 
 namespace vision::models::dbnet {
 namespace {
@@ -119,18 +121,15 @@ DBNet::DBNet(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config
 }
 
 absl::StatusOr<std::unique_ptr<DBNet>> DBNet::Create(const DBNetOptions& options) {
-  absl::StatusOr<DBNetConfig> config = ConfigFromProto(options);
-  if (!config.ok()) return config.status();
+  VISION_ASSIGN_OR_RETURN(const DBNetConfig config, ConfigFromProto(options));
   const std::string type =
       options.backbone().type().empty() ? kDefaultBackbone : options.backbone().type();
-  absl::StatusOr<std::unique_ptr<core::Backbone>> backbone =
-      core::BackboneRegistry::Get().Create(type, options.backbone().options());
-  if (!backbone.ok()) {
-    return absl::Status(backbone.status().code(),
-                        absl::StrCat("DBNetOptions.backbone: ", backbone.status().message()));
-  }
-  const std::vector<int64_t> strides = (*backbone)->Strides();
-  if (strides != std::vector<int64_t>{4, 8, 16, 32} || (*backbone)->OutChannels().size() != 4) {
+  VISION_ASSIGN_OR_RETURN(
+      std::unique_ptr<core::Backbone> backbone,
+      core::WithContext("DBNetOptions.backbone",
+                        core::BackboneRegistry::Get().Create(type, options.backbone().options())));
+  const std::vector<int64_t> strides = backbone->Strides();
+  if (strides != std::vector<int64_t>{4, 8, 16, 32} || backbone->OutChannels().size() != 4) {
     return FieldError("backbone",
                       absl::StrCat("DBNet's FPN needs four levels at strides 4, 8, 16, 32; "
                                    "backbone '",
@@ -138,8 +137,7 @@ absl::StatusOr<std::unique_ptr<DBNet>> DBNet::Create(const DBNetOptions& options
                                    "]; configure it to output those four levels"));
   }
   try {
-    return std::make_unique<DBNet>(std::shared_ptr<core::Backbone>(std::move(*backbone)),
-                                       *config);
+    return std::make_unique<DBNet>(std::shared_ptr<core::Backbone>(std::move(backbone)), config);
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat("DBNet: building the network failed: ", e.what_without_backtrace()));
@@ -203,8 +201,7 @@ std::shared_ptr<const core::TargetGenerator> DBNet::MakeTargetGenerator() const 
   return std::make_shared<DBTargetGenerator>(config_.labels);
 }
 
-absl::Status DBNet::EnableActivationCheckpointing(
-    const std::vector<std::string>& submodules) {
+absl::Status DBNet::EnableActivationCheckpointing(const std::vector<std::string>& submodules) {
   std::vector<std::string> in_backbone;
   for (const std::string& name : submodules) {
     if (name.rfind("backbone.", 0) != 0) {

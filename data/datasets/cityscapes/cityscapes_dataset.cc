@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/status_macros.h"
 #include "data/datasets/cityscapes/cityscapes_labels.h"
 
 namespace vision::data::datasets::cityscapes {
@@ -145,9 +146,8 @@ absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
         "leftImg8bit/ and "
         "gtFine/");
   }
-  if (absl::Status status = CheckSplit(options.split()); !status.ok()) return status;
-  absl::StatusOr<LabelType> label_type = ParseLabelType(options.label_type());
-  if (!label_type.ok()) return label_type.status();
+  VISION_RETURN_IF_ERROR(CheckSplit(options.split()));
+  VISION_ASSIGN_OR_RETURN(const LabelType label_type, ParseLabelType(options.label_type()));
 
   const std::string default_image_dir = absl::StrCat("leftImg8bit/", options.split());
   const std::string default_label_dir = absl::StrCat("gtFine/", options.split());
@@ -157,52 +157,41 @@ absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
       options.root(), options.label_dir().empty() ? default_label_dir : options.label_dir());
   const std::string where =
       absl::StrCat("split '", options.split(), "' under root '", options.root(), "'");
-  if (absl::Status status = CheckDirectory(
-          image_dir, "image",
-          options.image_dir().empty()
-              ? absl::StrCat("expected ", default_image_dir, "/ for ", where,
-                             "; set image_dir to use another directory")
-              : absl::StrCat("from CityscapesOptions.image_dir '", options.image_dir(), "'"));
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = CheckDirectory(
-          label_dir, "label",
-          options.label_dir().empty()
-              ? absl::StrCat("expected ", default_label_dir, "/ for ", where,
-                             "; set label_dir to use another directory")
-              : absl::StrCat("from CityscapesOptions.label_dir '", options.label_dir(), "'"));
-      !status.ok()) {
-    return status;
-  }
+  VISION_RETURN_IF_ERROR(CheckDirectory(
+      image_dir, "image",
+      options.image_dir().empty()
+          ? absl::StrCat("expected ", default_image_dir, "/ for ", where,
+                         "; set image_dir to use another directory")
+          : absl::StrCat("from CityscapesOptions.image_dir '", options.image_dir(), "'")));
+  VISION_RETURN_IF_ERROR(CheckDirectory(
+      label_dir, "label",
+      options.label_dir().empty()
+          ? absl::StrCat("expected ", default_label_dir, "/ for ", where,
+                         "; set label_dir to use another directory")
+          : absl::StrCat("from CityscapesOptions.label_dir '", options.label_dir(), "'")));
 
-  absl::StatusOr<std::vector<std::string>> cities =
-      SortedEntries(image_dir, [](const fs::directory_entry& entry) {
-        std::error_code error;
-        return entry.is_directory(error);
-      });
-  if (!cities.ok()) return cities.status();
+  VISION_ASSIGN_OR_RETURN(const std::vector<std::string> cities,
+                          SortedEntries(image_dir, [](const fs::directory_entry& entry) {
+                            std::error_code error;
+                            return entry.is_directory(error);
+                          }));
   std::vector<Image> images;
   int num_cities = 0;
-  for (const std::string& city : *cities) {
+  for (const std::string& city : cities) {
     const std::string city_image_dir = (fs::path(image_dir) / city).string();
-    absl::StatusOr<std::vector<std::string>> names =
-        SortedEntries(city_image_dir, [](const fs::directory_entry& entry) {
-          std::error_code error;
-          return entry.is_regular_file(error) &&
-                 absl::EndsWith(entry.path().filename().string(), kImageSuffix);
-        });
-    if (!names.ok()) return names.status();
-    if (names->empty()) continue;
+    VISION_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                            SortedEntries(city_image_dir, [](const fs::directory_entry& entry) {
+                              std::error_code error;
+                              return entry.is_regular_file(error) &&
+                                     absl::EndsWith(entry.path().filename().string(), kImageSuffix);
+                            }));
+    if (names.empty()) continue;
     const std::string city_label_dir = (fs::path(label_dir) / city).string();
-    if (absl::Status status =
-            CheckDirectory(city_label_dir, "label",
-                           absl::StrCat("the labels of the images in '", city_image_dir, "'"));
-        !status.ok()) {
-      return status;
-    }
+    VISION_RETURN_IF_ERROR(
+        CheckDirectory(city_label_dir, "label",
+                       absl::StrCat("the labels of the images in '", city_image_dir, "'")));
     ++num_cities;
-    for (std::string& name : *names) images.push_back(Image{city, std::move(name)});
+    for (std::string& name : names) images.push_back(Image{city, std::move(name)});
   }
   if (images.empty()) {
     return absl::NotFoundError(absl::StrCat("Cityscapes: no *", kImageSuffix,
@@ -210,7 +199,7 @@ absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
                                             "' (expected <city>/<city>_*", kImageSuffix, ")"));
   }
   return std::unique_ptr<CityscapesDataset>(new CityscapesDataset(options.root(), options.split(),
-                                                                  image_dir, label_dir, *label_type,
+                                                                  image_dir, label_dir, label_type,
                                                                   num_cities, std::move(images)));
 }
 
@@ -255,9 +244,7 @@ absl::StatusOr<core::Sample> CityscapesDataset::Load(int64_t index) const {
                      " but its image ", sample.image_path, " is ", sample.image.cols, "x",
                      sample.image.rows, " (width x height); both must have the same size"));
   }
-  absl::StatusOr<cv::Mat> train_ids = ToTrainIds(label_map, label_type_, label_path);
-  if (!train_ids.ok()) return train_ids.status();
-  sample.semantic = std::move(train_ids).value();
+  VISION_ASSIGN_OR_RETURN(sample.semantic, ToTrainIds(label_map, label_type_, label_path));
   return sample;
 }
 

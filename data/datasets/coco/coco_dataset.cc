@@ -15,8 +15,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
 #include "core/run_length_mask.h"
+#include "core/status_macros.h"
+#include "core/status_util.h"
 
 namespace vision::data::datasets::coco {
 namespace {
@@ -179,9 +180,7 @@ absl::StatusOr<core::RunLengthMask> ParseRle(const Json& segmentation, int width
   rle.height = height;
   rle.width = width;
   if (counts->is_string()) {
-    absl::StatusOr<std::vector<uint32_t>> runs = core::DecodeCocoRleString(counts->get<std::string>());
-    if (!runs.ok()) return runs.status();
-    rle.counts = std::move(runs).value();
+    VISION_ASSIGN_OR_RETURN(rle.counts, core::DecodeCocoRleString(counts->get<std::string>()));
   } else if (counts->is_array()) {
     rle.counts.reserve(counts->size());
     for (size_t i = 0; i < counts->size(); ++i) {
@@ -218,14 +217,14 @@ absl::StatusOr<std::vector<Category>> ParseCategories(const Json& root) {
     const Json& category = (*categories)[i];
     const std::string where = absl::StrCat("categories[", i, "]");
     if (!category.is_object()) return Invalid(absl::StrCat(where, " is not an object"));
-    absl::StatusOr<int64_t> id = IntegerField(category, "id");
-    if (!id.ok()) return Invalid(absl::StrCat(where, ": ", id.status().message()));
-    const std::string label = absl::StrCat("category ", *id);
+    VISION_ASSIGN_OR_RETURN(const int64_t id,
+                            core::WithContext(where, IntegerField(category, "id")));
+    const std::string label = absl::StrCat("category ", id);
     VISION_ASSIGN_OR_RETURN(const Json* name, Field(category, "name"));
     if (!name->is_string()) {
       return Invalid(absl::StrCat(label, ": \"name\" is ", Excerpt(*name), ", not a string"));
     }
-    result.push_back({*id, name->get<std::string>()});
+    result.push_back({id, name->get<std::string>()});
   }
   if (result.empty()) return Invalid("\"categories\" is empty; a detector needs classes");
   std::sort(result.begin(), result.end(),
@@ -248,11 +247,10 @@ absl::StatusOr<std::vector<CocoDataset::Image>> ParseImages(const Json& root) {
     const Json& entry = (*images)[i];
     const std::string where = absl::StrCat("images[", i, "]");
     if (!entry.is_object()) return Invalid(absl::StrCat(where, " is not an object"));
-    absl::StatusOr<int64_t> id = IntegerField(entry, "id");
-    if (!id.ok()) return Invalid(absl::StrCat(where, ": ", id.status().message()));
-    const std::string label = absl::StrCat("image ", *id);
+    VISION_ASSIGN_OR_RETURN(const int64_t id, core::WithContext(where, IntegerField(entry, "id")));
+    const std::string label = absl::StrCat("image ", id);
     CocoDataset::Image image;
-    image.id = *id;
+    image.id = id;
     absl::StatusOr<const Json*> file_name = Field(entry, "file_name");
     if (!file_name.ok() || !(*file_name)->is_string() || (*file_name)->get<std::string>().empty()) {
       return Invalid(absl::StrCat(label, ": \"file_name\" is ",
@@ -262,13 +260,13 @@ absl::StatusOr<std::vector<CocoDataset::Image>> ParseImages(const Json& root) {
     image.file_name = (*file_name)->get<std::string>();
     for (const auto& [key, side] : {std::pair<const char*, int*>{"width", &image.width},
                                     std::pair<const char*, int*>{"height", &image.height}}) {
-      absl::StatusOr<int64_t> value = IntegerField(entry, key);
-      if (!value.ok()) return Invalid(absl::StrCat(label, ": ", value.status().message()));
-      if (*value <= 0 || *value > (1 << 16)) {
-        return Invalid(absl::StrCat(label, ": \"", key, "\" is ", *value,
+      VISION_ASSIGN_OR_RETURN(const int64_t value,
+                              core::WithContext(label, IntegerField(entry, key)));
+      if (value <= 0 || value > (1 << 16)) {
+        return Invalid(absl::StrCat(label, ": \"", key, "\" is ", value,
                                     "; image sides must be in [1, 65536]"));
       }
-      *side = static_cast<int>(*value);
+      *side = static_cast<int>(value);
     }
     result.push_back(std::move(image));
   }
@@ -361,10 +359,11 @@ absl::StatusOr<std::unique_ptr<CocoDataset>> CocoDataset::Create(const CocoOptio
                           ReadFile(json_path, absl::StrCat("from CocoOptions.annotation_file '",
                                                            options.annotation_file(),
                                                            "' under root '", options.root(), "'")));
-  // Every message below names the file.
-  auto in_file = [&json_path](absl::string_view where, const absl::Status& status) {
-    return absl::Status(status.code(), absl::StrCat(json_path, ": ", where,
-                                                    where.empty() ? "" : ": ", status.message()));
+  // Every message below names the file, and the place in it unless `where` is empty; takes
+  // an absl::Status or an absl::StatusOr.
+  auto in_file = [&json_path](absl::string_view where, auto status) {
+    return core::WithContext(where.empty() ? json_path : absl::StrCat(json_path, ": ", where),
+                             std::move(status));
   };
 
   Json root;
@@ -383,22 +382,21 @@ absl::StatusOr<std::unique_ptr<CocoDataset>> CocoDataset::Create(const CocoOptio
                                "\"annotations\" and \"categories\""));
   }
 
-  absl::StatusOr<std::vector<Category>> categories = ParseCategories(root);
-  if (!categories.ok()) return in_file("", categories.status());
+  VISION_ASSIGN_OR_RETURN(const std::vector<Category> categories,
+                          in_file("", ParseCategories(root)));
   std::map<int64_t, int> labels;
   std::vector<std::string> class_names;
   std::vector<int64_t> category_ids;
-  for (const Category& category : *categories) {
+  for (const Category& category : categories) {
     labels[category.id] = static_cast<int>(class_names.size());
     class_names.push_back(category.name);
     category_ids.push_back(category.id);
   }
 
-  absl::StatusOr<std::vector<Image>> images = ParseImages(root);
-  if (!images.ok()) return in_file("", images.status());
-  if (images->empty()) return in_file("", Invalid("\"images\" is empty"));
+  VISION_ASSIGN_OR_RETURN(std::vector<Image> images, in_file("", ParseImages(root)));
+  if (images.empty()) return in_file("", Invalid("\"images\" is empty"));
   std::map<int64_t, Image*> image_by_id;
-  for (Image& image : *images) image_by_id[image.id] = &image;
+  for (Image& image : images) image_by_id[image.id] = &image;
 
   // A file without "annotations" (like COCO's image_info_test2017.json) lists images only.
   int64_t num_annotations = 0;
@@ -412,16 +410,16 @@ absl::StatusOr<std::unique_ptr<CocoDataset>> CocoDataset::Create(const CocoOptio
       if (!annotation.is_object()) {
         return in_file(absl::StrCat("annotations[", i, "]"), Invalid("not an object"));
       }
-      absl::StatusOr<int64_t> id = IntegerField(annotation, "id");
-      if (!id.ok()) return in_file(absl::StrCat("annotations[", i, "]"), id.status());
-      const std::string label = absl::StrCat("annotation ", *id);
-      if (auto [it, inserted] = seen_ids.emplace(*id, i); !inserted) {
+      VISION_ASSIGN_OR_RETURN(const int64_t id, in_file(absl::StrCat("annotations[", i, "]"),
+                                                        IntegerField(annotation, "id")));
+      const std::string label = absl::StrCat("annotation ", id);
+      if (auto [it, inserted] = seen_ids.emplace(id, i); !inserted) {
         return in_file(label, Invalid(absl::StrCat("the id is used twice (annotations[", it->second,
                                                    "] and annotations[", i,
                                                    "]); annotation ids must be unique")));
       }
       core::ObjectInstance object;
-      object.annotation_id = *id;
+      object.annotation_id = id;
       int64_t image_id = 0;
       Image* image = nullptr;
       if (absl::Status status =
@@ -439,12 +437,12 @@ absl::StatusOr<std::unique_ptr<CocoDataset>> CocoDataset::Create(const CocoOptio
     }
   }
 
-  const size_t num_images = images->size();
+  const size_t num_images = images.size();
   if (options.empty_images() == CocoOptions::SKIP) {
-    images->erase(std::remove_if(images->begin(), images->end(),
-                                 [](const Image& image) { return !HasNonCrowdObject(image); }),
-                  images->end());
-    if (images->empty()) {
+    images.erase(std::remove_if(images.begin(), images.end(),
+                                [](const Image& image) { return !HasNonCrowdObject(image); }),
+                 images.end());
+    if (images.empty()) {
       return in_file("", absl::NotFoundError(absl::StrCat(
                              "none of the ", num_images,
                              " images has a non-crowd annotation, so empty_images: SKIP leaves "
@@ -454,13 +452,13 @@ absl::StatusOr<std::unique_ptr<CocoDataset>> CocoDataset::Create(const CocoOptio
   std::string description = absl::StrCat(
       "COCO(annotations=", json_path, ", images=", image_dir,
       ", empty_images=", CocoOptions::EmptyImages_Name(options.empty_images()),
-      ", keep_crowd=", options.keep_crowd() ? "true" : "false", "): ", images->size(), " samples (",
+      ", keep_crowd=", options.keep_crowd() ? "true" : "false", "): ", images.size(), " samples (",
       num_images, " images, ", num_annotations, " annotations",
       num_crowd_dropped > 0 ? absl::StrCat(", ", num_crowd_dropped, " crowd dropped") : "", ", ",
       class_names.size(), " categories)");
-  return std::unique_ptr<CocoDataset>(
-      new CocoDataset(json_path, image_dir, std::move(description), std::move(class_names),
-                      std::move(category_ids), std::move(images).value()));
+  return std::unique_ptr<CocoDataset>(new CocoDataset(json_path, image_dir, std::move(description),
+                                                      std::move(class_names),
+                                                      std::move(category_ids), std::move(images)));
 }
 
 absl::StatusOr<core::Sample> CocoDataset::Load(int64_t index) const {

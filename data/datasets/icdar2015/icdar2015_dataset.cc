@@ -18,6 +18,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/polygon.h"
+#include "core/status_macros.h"
+#include "core/status_util.h"
 
 namespace vision::data::datasets::icdar2015 {
 namespace {
@@ -147,12 +149,10 @@ absl::StatusOr<std::vector<core::TextInstance>> ParseIcdarGroundTruth(absl::stri
     ++line_number;
     absl::ConsumeSuffix(&line, "\r");
     if (absl::StripAsciiWhitespace(line).empty()) continue;
-    absl::StatusOr<core::TextInstance> instance = ParseLine(line, image_size);
-    if (!instance.ok()) {
-      return absl::Status(instance.status().code(), absl::StrCat(file_name, ":", line_number, ": ",
-                                                                 instance.status().message()));
-    }
-    instances.push_back(std::move(instance).value());
+    VISION_ASSIGN_OR_RETURN(
+        core::TextInstance instance,
+        core::WithContext(absl::StrCat(file_name, ":", line_number), ParseLine(line, image_size)));
+    instances.push_back(std::move(instance));
   }
   return instances;
 }
@@ -212,33 +212,26 @@ absl::StatusOr<std::unique_ptr<ICDAR2015Dataset>> ICDAR2015Dataset::Create(
         "ch4_training_images/, ch4_training_localization_transcription_gt/, ch4_test_images/ "
         "and Challenge4_Test_Task1_GT/");
   }
-  absl::StatusOr<SplitLayout> layout = LayoutOf(options.split());
-  if (!layout.ok()) return layout.status();
+  VISION_ASSIGN_OR_RETURN(const SplitLayout layout, LayoutOf(options.split()));
 
   const std::string image_dir = ResolveUnder(
-      options.root(), options.image_dir().empty() ? layout->images : options.image_dir());
+      options.root(), options.image_dir().empty() ? layout.images : options.image_dir());
   const std::string gt_dir = ResolveUnder(
-      options.root(), options.gt_dir().empty() ? layout->ground_truth : options.gt_dir());
+      options.root(), options.gt_dir().empty() ? layout.ground_truth : options.gt_dir());
   const std::string where =
       absl::StrCat("split '", options.split(), "' under root '", options.root(), "'");
-  if (absl::Status status = CheckDirectory(
-          image_dir, "image",
-          options.image_dir().empty()
-              ? absl::StrCat("expected ", layout->images, "/ for ", where,
-                             "; set image_dir to use another directory")
-              : absl::StrCat("from ICDAR2015Options.image_dir '", options.image_dir(), "'"));
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = CheckDirectory(
-          gt_dir, "ground-truth",
-          options.gt_dir().empty()
-              ? absl::StrCat("expected ", layout->ground_truth, "/ for ", where,
-                             "; set gt_dir to use another directory")
-              : absl::StrCat("from ICDAR2015Options.gt_dir '", options.gt_dir(), "'"));
-      !status.ok()) {
-    return status;
-  }
+  VISION_RETURN_IF_ERROR(CheckDirectory(
+      image_dir, "image",
+      options.image_dir().empty()
+          ? absl::StrCat("expected ", layout.images, "/ for ", where,
+                         "; set image_dir to use another directory")
+          : absl::StrCat("from ICDAR2015Options.image_dir '", options.image_dir(), "'")));
+  VISION_RETURN_IF_ERROR(
+      CheckDirectory(gt_dir, "ground-truth",
+                     options.gt_dir().empty()
+                         ? absl::StrCat("expected ", layout.ground_truth, "/ for ", where,
+                                        "; set gt_dir to use another directory")
+                         : absl::StrCat("from ICDAR2015Options.gt_dir '", options.gt_dir(), "'")));
 
   std::vector<std::string> image_names;
   std::error_code error;
@@ -290,12 +283,8 @@ absl::StatusOr<core::Sample> ICDAR2015Dataset::Load(int64_t index) const {
   sample.original_height = sample.image.rows;
   sample.original_width = sample.image.cols;
 
-  absl::StatusOr<std::string> text = ReadFile(gt_path);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<std::vector<core::TextInstance>> texts =
-      ParseIcdarGroundTruth(*text, gt_path, sample.image.size());
-  if (!texts.ok()) return texts.status();
-  sample.texts = std::move(texts).value();
+  VISION_ASSIGN_OR_RETURN(const std::string text, ReadFile(gt_path));
+  VISION_ASSIGN_OR_RETURN(sample.texts, ParseIcdarGroundTruth(text, gt_path, sample.image.size()));
   return sample;
 }
 

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/status_macros.h"
 #include "data/datasets/cityscapes/cityscapes_labels.h"
 #include "data/synthetic/dataset_files.h"
 #include "data/synthetic/seeded_random.h"
@@ -565,34 +566,27 @@ StreetScene RenderStreetScene(int width, int height, uint64_t image_seed) {
 
 absl::Status WriteSyntheticCityscapes(const SyntheticCityscapesOptions& options,
                                       const std::string& output_dir) {
-  if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
+  VISION_RETURN_IF_ERROR(ValidateOptions(options));
   const std::pair<Split, int> splits[] = {{Split::kTrain, options.num_train},
                                           {Split::kVal, options.num_val}};
   for (const auto& [split, count] : splits) {
     const char* split_name = split == Split::kTrain ? "train" : "val";
     const fs::path image_dir = fs::path(output_dir) / "leftImg8bit" / split_name;
     const fs::path label_dir = fs::path(output_dir) / "gtFine" / split_name;
-    if (absl::Status status = PrepareEmptyDirectory(image_dir); !status.ok()) return status;
-    if (absl::Status status = PrepareEmptyDirectory(label_dir); !status.ok()) return status;
+    VISION_RETURN_IF_ERROR(PrepareEmptyDirectory(image_dir));
+    VISION_RETURN_IF_ERROR(PrepareEmptyDirectory(label_dir));
     for (int i = 0; i < count; ++i) {
       // Contiguous blocks in city order: image i belongs to city floor(i * num_cities / count).
       const std::string city =
           CityName(split, static_cast<int>(int64_t{i} * options.num_cities / count));
-      if (absl::Status status = CreateDirectories(image_dir / city); !status.ok()) return status;
-      if (absl::Status status = CreateDirectories(label_dir / city); !status.ok()) return status;
+      VISION_RETURN_IF_ERROR(CreateDirectories(image_dir / city));
+      VISION_RETURN_IF_ERROR(CreateDirectories(label_dir / city));
       const std::string stem = absl::StrFormat("%s_000000_%06d", city, i);
       const StreetScene scene =
           RenderStreetScene(options.width, options.height, ImageSeed(options.seed, split, i));
-      if (absl::Status status =
-              WritePng(image_dir / city / (stem + "_leftImg8bit.png"), scene.image);
-          !status.ok()) {
-        return status;
-      }
-      if (absl::Status status =
-              WritePng(label_dir / city / (stem + "_gtFine_labelIds.png"), scene.label_ids);
-          !status.ok()) {
-        return status;
-      }
+      VISION_RETURN_IF_ERROR(WritePng(image_dir / city / (stem + "_leftImg8bit.png"), scene.image));
+      VISION_RETURN_IF_ERROR(
+          WritePng(label_dir / city / (stem + "_gtFine_labelIds.png"), scene.label_ids));
     }
   }
   return absl::OkStatus();

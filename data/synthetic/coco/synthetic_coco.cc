@@ -19,6 +19,7 @@
 #include "core/polygon.h"
 #include "core/run_length_mask.h"
 #include "core/run_length_mask.h"
+#include "core/status_macros.h"
 #include "data/synthetic/clutter.h"
 #include "data/synthetic/dataset_files.h"
 #include "data/synthetic/seeded_random.h"
@@ -397,7 +398,7 @@ SyntheticCocoImage RenderSyntheticCocoImage(const SyntheticCocoImageOptions& opt
 
 absl::Status WriteSyntheticCocoDataset(const SyntheticCocoDatasetOptions& options,
                                        const std::string& output_dir) {
-  if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
+  VISION_RETURN_IF_ERROR(ValidateOptions(options));
   struct SplitLayout {
     Split split;
     int count;
@@ -406,7 +407,7 @@ absl::Status WriteSyntheticCocoDataset(const SyntheticCocoDatasetOptions& option
   const SplitLayout splits[] = {{Split::kTrain, options.num_train, "train"},
                                 {Split::kVal, options.num_val, "val"}};
   const fs::path annotation_dir = fs::path(output_dir) / "annotations";
-  if (absl::Status status = CreateDirectories(annotation_dir); !status.ok()) return status;
+  VISION_RETURN_IF_ERROR(CreateDirectories(annotation_dir));
   const std::vector<int> jpeg_params = {cv::IMWRITE_JPEG_QUALITY, options.jpeg_quality};
   for (const SplitLayout& split : splits) {
     const fs::path image_dir = fs::path(output_dir) / absl::StrCat(split.name, "2017");
@@ -417,7 +418,7 @@ absl::Status WriteSyntheticCocoDataset(const SyntheticCocoDatasetOptions& option
           "'", json_path.string(),
           "' already exists; write the synthetic dataset into a new or empty directory"));
     }
-    if (absl::Status status = PrepareEmptyDirectory(image_dir); !status.ok()) return status;
+    VISION_RETURN_IF_ERROR(PrepareEmptyDirectory(image_dir));
     std::vector<OrderedJson> images;
     std::vector<OrderedJson> annotations;
     for (int i = 0; i < split.count; ++i) {
@@ -429,10 +430,7 @@ absl::Status WriteSyntheticCocoDataset(const SyntheticCocoDatasetOptions& option
       if (!cv::imencode(".jpg", sample.image, jpeg, jpeg_params)) {
         return absl::InternalError(absl::StrCat("JPEG encoding of ", file_name, " failed"));
       }
-      if (absl::Status status = WriteWholeFile(image_dir / file_name, jpeg.data(), jpeg.size());
-          !status.ok()) {
-        return status;
-      }
+      VISION_RETURN_IF_ERROR(WriteWholeFile(image_dir / file_name, jpeg.data(), jpeg.size()));
       OrderedJson image;
       image["id"] = image_id;
       image["file_name"] = file_name;
@@ -445,9 +443,7 @@ absl::Status WriteSyntheticCocoDataset(const SyntheticCocoDatasetOptions& option
       }
     }
     const std::string json = FormatInstancesJson(images, annotations, options.seed, split.name);
-    if (absl::Status status = WriteWholeFile(json_path, json.data(), json.size()); !status.ok()) {
-      return status;
-    }
+    VISION_RETURN_IF_ERROR(WriteWholeFile(json_path, json.data(), json.size()));
   }
   return absl::OkStatus();
 }
