@@ -44,6 +44,12 @@ class Evaluator {
   // after the other ranks' states were merged.
   virtual absl::Status WriteMergedResults(const std::string& dir) const { return absl::OkStatus(); }
 
+  // The evaluation dataset's metadata, given once when the pipeline is built and before any
+  // Add: class names for per-class metrics, the format's own ids for result files.
+  virtual absl::Status SetDatasetMetadata(const DatasetMetadata& metadata) {
+    return absl::OkStatus();
+  }
+
   // The annotations scored and their number of classes, checked against the evaluation
   // dataset when the pipeline is built; nullopt states nothing (test evaluators).
   virtual std::optional<TaskRequirements> DataRequirements() const { return std::nullopt; }

@@ -123,7 +123,16 @@ absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int wo
   VISION_ASSIGN_OR_RETURN(p.evaluator, BuildEvaluator(config.evaluation()));
   VISION_RETURN_IF_ERROR(CheckDataAgreement(config, p.model.get(), p.train_dataset.get(),
                                             p.eval_dataset.get(), p.evaluator.get()));
+  if (p.evaluator != nullptr && p.eval_dataset != nullptr) {
+    VISION_RETURN_IF_ERROR(PrepareEvaluator(*p.evaluator, *p.eval_dataset));
+  }
   return p;
+}
+
+absl::Status PrepareEvaluator(Evaluator& evaluator, const Dataset& dataset) {
+  const std::optional<DatasetMetadata> metadata = dataset.Metadata();
+  if (!metadata.has_value()) return absl::OkStatus();
+  return WithContext("evaluation.evaluator", evaluator.SetDatasetMetadata(*metadata));
 }
 
 std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& p) {

@@ -42,6 +42,9 @@ absl::StatusOr<std::unique_ptr<CommStrategy>> BuildCommStrategy(const Distribute
 
 // Null when the config names no evaluator.
 absl::StatusOr<std::unique_ptr<Evaluator>> BuildEvaluator(const EvaluationConfig& config);
+// Gives `evaluator` the metadata of the dataset it scores (Evaluator::SetDatasetMetadata), if
+// the dataset states any. BuildPipeline does this; tools that build an evaluator alone call it.
+absl::Status PrepareEvaluator(Evaluator& evaluator, const Dataset& dataset);
 
 // Everything a training run is made of.
 struct Pipeline {
@@ -58,8 +61,9 @@ struct Pipeline {
   double scaled_lr = 0;
 };
 
-// Builds all components for a job of `world_size` processes and checks that the datasets, model
-// and evaluator agree on annotations and classes (core/data_agreement.h).
+// Builds all components for a job of `world_size` processes, checks that the datasets, model
+// and evaluator agree on annotations and classes (core/data_agreement.h) and prepares the
+// evaluator with the evaluation dataset's metadata.
 absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int world_size);
 
 // One line per role: "model: DBNet (12.3M parameters; trains on text polygons, ...)",

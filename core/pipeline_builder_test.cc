@@ -25,6 +25,7 @@
 namespace vision::core {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::FakeAnnotationKind;
 using testing::FakeDatasetOptions;
@@ -106,6 +107,12 @@ class FakeEvaluator : public Evaluator {
   std::string SerializeState() const override { return ""; }
   absl::Status MergeState(const std::string&) override { return absl::OkStatus(); }
   std::optional<TaskRequirements> DataRequirements() const override { return NeedsOf(o_); }
+  absl::Status SetDatasetMetadata(const DatasetMetadata& metadata) override {
+    received_class_names = metadata.class_names;
+    return absl::OkStatus();
+  }
+
+  std::vector<std::string> received_class_names;
 
  private:
   const FakeNeedsOptions o_;
@@ -204,6 +211,9 @@ TEST(PipelineBuilderTest, AgreeingComponentsBuildAndDescribeTheirMetadata) {
   EXPECT_THAT(description,
               HasSubstr("evaluator:      FakeEvaluator (main metric score; scores object "
                         "instances, 4 classes)\n"));
+  // The evaluator was given the evaluation dataset's class table.
+  EXPECT_THAT(static_cast<FakeEvaluator&>(*pipeline->evaluator).received_class_names,
+              ElementsAre("circle", "rectangle", "triangle", "star"));
 }
 
 TEST(PipelineBuilderTest, LabelMapsDescribeTheirIgnoreLabel) {

@@ -64,6 +64,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
                           core::BuildEvaluator(config.evaluation()));
   VISION_RETURN_IF_ERROR(core::CheckDataAgreement(config, loaded.model.get(), nullptr,
                                                  dataset.get(), evaluator.get()));
+  VISION_RETURN_IF_ERROR(core::PrepareEvaluator(*evaluator, *dataset));
 
   const std::string output_dir = absl::GetFlag(FLAGS_output_dir);
   if (!output_dir.empty()) fs::create_directories(output_dir);

@@ -51,7 +51,7 @@ class CocoEvaluator : public core::Evaluator {
 
   // Labels -> category ids and names; see the header comment. Fails when the metadata has no
   // classes or its source ids do not match them one to one.
-  absl::Status SetDatasetMetadata(const core::DatasetMetadata& metadata);
+  absl::Status SetDatasetMetadata(const core::DatasetMetadata& metadata) override;
 
   void Reset() override {
     images_.clear();
