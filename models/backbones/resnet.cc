@@ -28,7 +28,7 @@
 #include "core/backbone.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
-#include "models/backbones/deform_conv.h"
+#include "models/ops/deform_conv.h"
 #include "models/backbones/frozen_batch_norm.h"
 #include "models/backbones/resnet.pb.h"
 #include "models/backbones/torchvision_import.h"
@@ -50,7 +50,7 @@ torch::nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride =
 torch::nn::AnyModule Conv3x3(int64_t in, int64_t out, int64_t stride, int64_t dilation,
                              bool deformable) {
   if (!deformable) return torch::nn::AnyModule(Conv(in, out, 3, stride, dilation, dilation));
-  return torch::nn::AnyModule(DeformConv2d(DeformConv2dOptions(in, out, 3)
+  return torch::nn::AnyModule(ops::DeformConv2d(ops::DeformConv2dOptions(in, out, 3)
                                                .stride(stride)
                                                .padding(dilation)
                                                .dilation(dilation)
@@ -199,7 +199,7 @@ absl::Status LoadWeights(const std::string& name, const ResNetOptions& options, 
       ImportReport report,
       core::WithContext(context, LoadStateDict(backbone_state, net, options.strict_weights(),
                                                absl::StrCat("weights file '", path, "'"),
-                                               OffsetBranchParameterNames(net))));
+                                               ops::OffsetBranchParameterNames(net))));
   report.ignored.insert(report.ignored.end(), classifier.begin(), classifier.end());
   if (!report.complete()) {
     TORCH_WARN(name, " loaded '", path, "' partially (strict_weights is off): ", report.ToString());
@@ -301,16 +301,16 @@ void ResNet::ResetParameters() {
   // torchvision: Kaiming-normal convolutions (fan_out, ReLU); norms start as the identity,
   // which their constructors already do. As mmdet, deformable convolutions' offset branches
   // are zeroed after that pass, so each DCN starts as its plain convolution (times 0.5).
-  std::vector<DeformConv2dImpl*> deformable;
+  std::vector<ops::DeformConv2dImpl*> deformable;
   for (const std::shared_ptr<torch::nn::Module>& module : modules(/*include_self=*/false)) {
     if (auto* conv = dynamic_cast<torch::nn::Conv2dImpl*>(module.get())) {
       torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
-    } else if (auto* deform = dynamic_cast<DeformConv2dImpl*>(module.get())) {
+    } else if (auto* deform = dynamic_cast<ops::DeformConv2dImpl*>(module.get())) {
       torch::nn::init::kaiming_normal_(deform->weight, 0.0, torch::kFanOut, torch::kReLU);
       deformable.push_back(deform);
     }
   }
-  for (DeformConv2dImpl* deform : deformable) deform->ResetOffsetBranch();
+  for (ops::DeformConv2dImpl* deform : deformable) deform->ResetOffsetBranch();
 }
 
 void ResNet::Freeze() {

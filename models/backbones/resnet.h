@@ -1,6 +1,6 @@
 // ResNet-18/34/50/101 backbones in torchvision's layout (v1.5: the stride sits on the 3x3
 // convolution), so torchvision state dicts load key for key, with optional modulated
-// deformable convolutions (DCNv2, deform_conv.h) in chosen stages. Registered in the
+// deformable convolutions (DCNv2, models/ops/deform_conv.h) in chosen stages. Registered in the
 // BackboneRegistry as "ResNet18", "ResNet34", "ResNet50" and "ResNet101" with ResNetOptions
 // (resnet.proto); ResNetConfig builds the same modules without protobuf.
 #ifndef VISION_MODELS_BACKBONES_RESNET_H_

@@ -16,7 +16,7 @@
 #include "core/backbone.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/backbones/deform_conv.h"
+#include "models/ops/deform_conv.h"
 #include "models/backbones/frozen_batch_norm.h"
 #include "models/backbones/resnet.pb.h"
 #include "models/backbones/torch_save_writer_for_test.h"
@@ -57,8 +57,8 @@ torch::nn::Conv2dImpl& ConvAt(ResNet& net, const std::string& name) {
   return *Submodule(net, name)->as<torch::nn::Conv2dImpl>();
 }
 
-DeformConv2dImpl* DeformAt(ResNet& net, const std::string& name) {
-  return Submodule(net, name)->as<DeformConv2dImpl>();
+ops::DeformConv2dImpl* DeformAt(ResNet& net, const std::string& name) {
+  return Submodule(net, name)->as<ops::DeformConv2dImpl>();
 }
 
 // DBNet's setting: DCN in layer2..layer4.
@@ -168,7 +168,7 @@ TEST(ResNetTest, StageWithDcnMakesEveryConv2OfThoseStagesDeformable) {
   EXPECT_FALSE(DeformAt(*net, "layer4.1.conv2")->bias.defined());
   // 13 deformable blocks, each with conv_offset.weight and .bias on top of ResNet-50's 159.
   EXPECT_EQ(net->named_parameters().size(), 159u + 26u);
-  EXPECT_EQ(OffsetBranchParameterNames(*net).size(), 26u);
+  EXPECT_EQ(ops::OffsetBranchParameterNames(*net).size(), 26u);
   // The Kaiming pass covers the deformable weight but leaves the offset branch at zero.
   const at::Tensor w = net->named_parameters()["layer3.0.conv2.weight"];
   const double kaiming_std = std::sqrt(2.0 / (256 * 9));
@@ -202,7 +202,7 @@ TEST(ResNetTest, DeformableResNetWithPlainWeightsMatchesThePlainOneInTraining) {
     for (const auto& item : plain->named_buffers()) state.emplace_back(item.key(), item.value());
     absl::StatusOr<ImportReport> report =
         LoadStateDict(state, *deformable, /*strict=*/true, "plain ResNet",
-                      OffsetBranchParameterNames(*deformable));
+                      ops::OffsetBranchParameterNames(*deformable));
     ASSERT_TRUE(report.ok()) << report.status();
 
     torch::NoGradGuard no_grad;

@@ -15,7 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/backbones/deform_conv.h"
+#include "models/ops/deform_conv.h"
 #include "models/backbones/resnet.h"
 #include "models/backbones/torch_save_writer_for_test.h"
 
@@ -211,7 +211,7 @@ TEST(TorchvisionImportTest, PlainCheckpointIntoDeformableStagesReportsOffsetBran
       MakeResNet(ResNetConfig(18).stage_with_dcn({false, true, true, true}));
   ASSERT_TRUE(made.ok()) << made.status();
   ResNet& net = **made;
-  const std::vector<std::string> offsets = OffsetBranchParameterNames(net);
+  const std::vector<std::string> offsets = ops::OffsetBranchParameterNames(net);
   // Two blocks in each of three stages.
   ASSERT_EQ(offsets.size(), 12u);
   EXPECT_EQ(offsets[0], "layer2.0.conv2.conv_offset.weight");

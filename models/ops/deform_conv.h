@@ -5,8 +5,8 @@
 // blocks (one per output pixel), a mask multiply and a convolution with stride (kh, kw). It runs
 // on every device and dtype those operators support, at the price of keeping the sampled image
 // (C*kh*kw*Hout*Wout values per image, twice: before and after the mask) for backward.
-#ifndef VISION_MODELS_BACKBONES_DEFORM_CONV_H_
-#define VISION_MODELS_BACKBONES_DEFORM_CONV_H_
+#ifndef VISION_MODELS_OPS_DEFORM_CONV_H_
+#define VISION_MODELS_OPS_DEFORM_CONV_H_
 
 #include <cstdint>
 #include <string>
@@ -20,7 +20,7 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/pimpl.h>
 
-namespace vision::models::backbones {
+namespace vision::models::ops {
 
 // out[n, o, y, x] = bias[o] + sum over c, i, j of weight[o, c, i, j] * mask[n, k, y, x] *
 //   input[n, c](y * sh - ph + i * dh + offset[n, 2k, y, x],
@@ -79,6 +79,6 @@ TORCH_MODULE(DeformConv2d);
 // network with plain convolutions cannot have.
 std::vector<std::string> OffsetBranchParameterNames(torch::nn::Module& root);
 
-}  // namespace vision::models::backbones
+}  // namespace vision::models::ops
 
-#endif  // VISION_MODELS_BACKBONES_DEFORM_CONV_H_
+#endif  // VISION_MODELS_OPS_DEFORM_CONV_H_

@@ -1,4 +1,4 @@
-#include "models/backbones/deform_conv.h"
+#include "models/ops/deform_conv.h"
 
 #include <cmath>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/conv.h>
 
-namespace vision::models::backbones {
+namespace vision::models::ops {
 
 at::Tensor ModulatedDeformConv2d(const at::Tensor& input, const at::Tensor& offset,
                                  const at::Tensor& mask, const at::Tensor& weight,
@@ -140,4 +140,4 @@ std::vector<std::string> OffsetBranchParameterNames(torch::nn::Module& root) {
   return names;
 }
 
-}  // namespace vision::models::backbones
+}  // namespace vision::models::ops

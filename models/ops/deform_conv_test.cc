@@ -1,4 +1,4 @@
-#include "models/backbones/deform_conv.h"
+#include "models/ops/deform_conv.h"
 
 #include <cmath>
 #include <cstdint>
@@ -14,9 +14,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/backbones/torchvision_import.h"
+#include "models/ops/golden_for_test.h"
 
-namespace vision::models::backbones {
+namespace vision::models::ops {
 namespace {
 
 using ::testing::ElementsAre;
@@ -208,18 +208,18 @@ TEST(DeformConv2dTest, GradientsMatchFiniteDifferences) {
 // torchvision.ops.deform_conv2d's own kernel (testdata/make_deform_conv_golden.py) on random
 // float64 cases with offsets up to 3 pixels: outputs and all five gradients.
 TEST(DeformConv2dTest, MatchesTorchvisionDeformConv2d) {
-  absl::StatusOr<StateDict> golden =
-      ReadTorchStateDict("models/backbones/testdata/deform_conv_golden.pth");
-  ASSERT_TRUE(golden.ok()) << golden.status();
-  std::map<std::string, at::Tensor> tensors(golden->begin(), golden->end());
+  const std::map<std::string, std::map<std::string, at::Tensor>> golden =
+      LoadGoldenCases("deform_conv", "models/ops/testdata/deform_conv_golden.pth");
   struct Case {
     std::string name;
     int64_t stride, padding, dilation;
   };
   for (const Case& c : std::vector<Case>{{"s1p1d1", 1, 1, 1}, {"s2p2d2", 2, 2, 2}}) {
     SCOPED_TRACE(c.name);
+    ASSERT_EQ(golden.count(c.name), 1u);
+    const std::map<std::string, at::Tensor>& tensors = golden.at(c.name);
     const auto get = [&](const std::string& key) {
-      const auto it = tensors.find(c.name + "." + key);
+      const auto it = tensors.find(key);
       EXPECT_NE(it, tensors.end()) << key;
       return it == tensors.end() ? at::Tensor() : it->second;
     };
@@ -292,4 +292,4 @@ TEST(DeformConv2dTest, InconsistentShapesThrow) {
 }
 
 }  // namespace
-}  // namespace vision::models::backbones
+}  // namespace vision::models::ops

@@ -3,11 +3,11 @@ reference kernel, independent of ours) on small random float64 cases, with the g
 sum(out * probe). The checked-in file comes from PyPI torch==2.11.0 and torchvision==0.26.0 in
 tools/setup.sh's venv:
 
-    ~/.cache/vision-train/venv/bin/python3 models/backbones/testdata/make_deform_conv_golden.py
+    ~/.cache/vision-train/venv/bin/python3 models/ops/testdata/make_deform_conv_golden.py
 
-Keys are "<case>.<name>"; the case name spells stride, padding and dilation (s2p2d2).
+A plain dict (models/ops/golden_for_test.h reads it) with keys "deform_conv.<case>.<name>"; the
+case name spells stride, padding and dilation (s2p2d2).
 """
-import collections
 import os
 
 import torch
@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def main():
     torch.manual_seed(2019)
-    golden = collections.OrderedDict()
+    golden = {}
     for stride, padding, dilation in [(1, 1, 1), (2, 2, 2)]:
         case = f"s{stride}p{padding}d{dilation}"
         x = torch.randn(2, 3, 7, 8, dtype=torch.float64)
@@ -37,11 +37,11 @@ def main():
                             dilation=dilation, mask=mask)
         (out * probe).sum().backward()
         for name, tensor in inputs.items():
-            golden[f"{case}.{name}"] = tensor.detach()
-        golden[f"{case}.probe"] = probe
-        golden[f"{case}.output"] = out.detach()
+            golden[f"deform_conv.{case}.{name}"] = tensor.detach()
+        golden[f"deform_conv.{case}.probe"] = probe
+        golden[f"deform_conv.{case}.output"] = out.detach()
         for name, tensor in inputs.items():
-            golden[f"{case}.grad_{name}"] = tensor.grad
+            golden[f"deform_conv.{case}.grad_{name}"] = tensor.grad
     torch.save(golden, os.path.join(HERE, "deform_conv_golden.pth"))
 
 
