@@ -30,7 +30,6 @@ at::Tensor ModulatedDeformConv2d(const at::Tensor& input, const at::Tensor& offs
               "deformable convolution: stride ", stride, " and dilation ", dilation,
               " must be positive, padding ", padding, " non-negative");
   const int64_t n = input.size(0);
-  const int64_t channels = input.size(1);
   const int64_t height = input.size(2);
   const int64_t width = input.size(3);
   const int64_t out_channels = weight.size(0);
