@@ -108,8 +108,9 @@ at::Tensor MultiScaleRoIAlign(const std::vector<at::Tensor>& features,
       at::zeros({rois.size(0), first.size(1), options.output_height(), options.output_width()},
                 first.options());
   for (size_t l = 0; l < features.size(); ++l) {
+    // A level without boxes still takes part (an empty RoIAlign), so its features get a zero
+    // gradient rather than none, as in torchvision.
     const at::Tensor index = at::nonzero(levels == static_cast<double>(l)).select(1, 0);
-    if (index.numel() == 0) continue;
     result.index_put_(
         {index}, RoIAlign(features[l], rois.index_select(0, index), roi_align_options(scales[l])));
   }

@@ -93,6 +93,22 @@ TEST(MultiScaleRoIAlignTest, AssignsCanonicalLevels) {
   }
 }
 
+// Every level gets a gradient, zeros where no box went (torchvision's behaviour), so callers
+// that ask autograd for each level's gradient never meet an undefined one.
+TEST(MultiScaleRoIAlignTest, LevelsWithoutBoxesGetZeroGradients) {
+  std::vector<at::Tensor> features;
+  for (int64_t stride : {4, 8}) {
+    features.push_back(at::randn({1, 2, 64 / stride, 64 / stride}, at::kDouble).requires_grad_(true));
+  }
+  // A 20 px box goes to the finest level only.
+  const at::Tensor boxes = at::tensor({0., 0., 20., 20.}, at::kDouble).view({1, 4});
+  MultiScaleRoIAlign(features, {boxes}, {{64, 64}}, MultiScaleRoIAlignOptions(2, 2)).sum().backward();
+  ASSERT_TRUE(features[0].grad().defined());
+  EXPECT_GT(features[0].grad().abs().sum().item<double>(), 0.0);
+  ASSERT_TRUE(features[1].grad().defined());
+  EXPECT_EQ(features[1].grad().abs().sum().item<double>(), 0.0);
+}
+
 // MultiScaleRoIAlign is linear in the features, so central differences are exact up to rounding.
 TEST(MultiScaleRoIAlignTest, GradientMatchesFiniteDifferences) {
   at::manual_seed(7);
