@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cmath>
 #include <limits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -132,6 +134,151 @@ std::string EncodeCocoRleString(const std::vector<uint32_t>& counts) {
     }
   }
   return out;
+}
+
+RunLengthMask RleFromPolygon(const Polygon& polygon, int height, int width) {
+  std::vector<double> xy;
+  xy.reserve(2 * polygon.size());
+  for (const cv::Point2f& p : polygon) {
+    xy.push_back(p.x);
+    xy.push_back(p.y);
+  }
+  return RleFromPolygonCoordinates(xy, height, width);
+}
+
+RunLengthMask RleFromPolygonCoordinates(const std::vector<double>& xy, int height, int width) {
+  RunLengthMask rle;
+  rle.height = height;
+  rle.width = width;
+  const size_t k = xy.size() / 2;
+  if (k == 0) {
+    rle.counts = {static_cast<uint32_t>(static_cast<int64_t>(height) * width)};
+    return rle;
+  }
+  // Upsample 5x and walk the boundary densely (the C code's first loop, verbatim).
+  constexpr double kScale = 5;
+  std::vector<int> x(k + 1), y(k + 1);
+  for (size_t j = 0; j < k; ++j) {
+    x[j] = static_cast<int>(kScale * xy[2 * j] + .5);
+    y[j] = static_cast<int>(kScale * xy[2 * j + 1] + .5);
+  }
+  x[k] = x[0];
+  y[k] = y[0];
+  std::vector<int> u, v;
+  for (size_t j = 0; j < k; ++j) {
+    int xs = x[j], xe = x[j + 1], ys = y[j], ye = y[j + 1];
+    const int dx = std::abs(xe - xs), dy = std::abs(ys - ye);
+    const bool flip = (dx >= dy && xs > xe) || (dx < dy && ys > ye);
+    if (flip) {
+      std::swap(xs, xe);
+      std::swap(ys, ye);
+    }
+    const double s =
+        dx >= dy ? static_cast<double>(ye - ys) / dx : static_cast<double>(xe - xs) / dy;
+    if (dx >= dy) {
+      for (int d = 0; d <= dx; ++d) {
+        const int t = flip ? dx - d : d;
+        u.push_back(t + xs);
+        v.push_back(static_cast<int>(ys + s * t + .5));
+      }
+    } else {
+      for (int d = 0; d <= dy; ++d) {
+        const int t = flip ? dy - d : d;
+        v.push_back(t + ys);
+        u.push_back(static_cast<int>(xs + s * t + .5));
+      }
+    }
+  }
+  // Points where the boundary crosses a pixel column's centre, downsampled.
+  std::vector<uint32_t> a;
+  for (size_t j = 1; j < u.size(); ++j) {
+    if (u[j] == u[j - 1]) continue;
+    double xd = u[j] < u[j - 1] ? u[j] : u[j] - 1;
+    xd = (xd + .5) / kScale - .5;
+    if (std::floor(xd) != xd || xd < 0 || xd > width - 1) continue;
+    double yd = v[j] < v[j - 1] ? v[j] : v[j - 1];
+    yd = (yd + .5) / kScale - .5;
+    if (yd < 0) {
+      yd = 0;
+    } else if (yd > height) {
+      yd = height;
+    }
+    yd = std::ceil(yd);
+    a.push_back(static_cast<uint32_t>(static_cast<int>(xd) * height + static_cast<int>(yd)));
+  }
+  // Each crossing toggles inside/outside from there down the column-major order.
+  a.push_back(static_cast<uint32_t>(height * width));
+  std::sort(a.begin(), a.end());
+  uint32_t previous = 0;
+  for (uint32_t& value : a) {
+    const uint32_t t = value;
+    value -= previous;
+    previous = t;
+  }
+  // Zero-length runs merge their neighbours, as the C code does.
+  size_t j = 0;
+  rle.counts.push_back(a[j++]);
+  while (j < a.size()) {
+    if (a[j] > 0) {
+      rle.counts.push_back(a[j++]);
+    } else {
+      ++j;
+      if (j < a.size()) rle.counts.back() += a[j++];
+    }
+  }
+  return rle;
+}
+
+RunLengthMask RleUnion(const RunLengthMask& a, const RunLengthMask& b) {
+  if (a.counts.empty()) return b;
+  if (b.counts.empty()) return a;
+  // maskApi.c's rleMerge for two masks.
+  RunLengthMask out;
+  out.height = a.height;
+  out.width = a.width;
+  uint64_t ca = a.counts[0], cb = b.counts[0], cc = 0, ct = 1;
+  size_t ia = 1, ib = 1;
+  bool v = false, va = false, vb = false;
+  while (ct > 0) {
+    const uint64_t c = std::min(ca, cb);
+    cc += c;
+    ct = 0;
+    ca -= c;
+    if (ca == 0 && ia < a.counts.size()) {
+      ca = a.counts[ia++];
+      va = !va;
+    }
+    ct += ca;
+    cb -= c;
+    if (cb == 0 && ib < b.counts.size()) {
+      cb = b.counts[ib++];
+      vb = !vb;
+    }
+    ct += cb;
+    const bool vp = v;
+    v = va || vb;
+    if (v != vp || ct == 0) {
+      out.counts.push_back(static_cast<uint32_t>(cc));
+      cc = 0;
+    }
+  }
+  return out;
+}
+
+RunLengthMask RleFromPolygons(const std::vector<Polygon>& polygons, int height,
+                                    int width) {
+  RunLengthMask mask;
+  for (const Polygon& polygon : polygons) {
+    mask = RleUnion(mask, RleFromPolygon(polygon, height, width));
+  }
+  if (mask.counts.empty()) mask = RleFromPolygon({}, height, width);
+  return mask;
+}
+
+int64_t RleArea(const RunLengthMask& rle) {
+  int64_t area = 0;
+  for (size_t j = 1; j < rle.counts.size(); j += 2) area += rle.counts[j];
+  return area;
 }
 
 }  // namespace vision::core

@@ -42,6 +42,20 @@ absl::StatusOr<std::vector<uint32_t>> DecodeCocoRleString(absl::string_view coun
 // The compressed counts string of `counts` (the inverse of DecodeCocoRleString).
 std::string EncodeCocoRleString(const std::vector<uint32_t>& counts);
 
+
+// maskApi.c's rleFrPoly: one polygon rasterised on an h x w grid (5x upsampled boundary,
+// pixel centres), the mask pycocotools compares for a polygon segmentation.
+RunLengthMask RleFromPolygon(const Polygon& polygon, int height, int width);
+// The same from the file's coordinates x0, y0, x1, y1, ... in double precision, as pycocotools
+// reads them (a Polygon's floats can move a boundary pixel).
+RunLengthMask RleFromPolygonCoordinates(const std::vector<double>& xy, int height, int width);
+// The union of the polygons' masks (pycocotools' annToRLE: frPyObjects then merge).
+RunLengthMask RleFromPolygons(const std::vector<Polygon>& polygons, int height,
+                                    int width);
+// The union of two masks of the same size, by walking their runs.
+RunLengthMask RleUnion(const RunLengthMask& a, const RunLengthMask& b);
+// Foreground pixels.
+int64_t RleArea(const RunLengthMask& rle);
 }  // namespace vision::core
 
 #endif  // VISION_CORE_RUN_LENGTH_MASK_H_

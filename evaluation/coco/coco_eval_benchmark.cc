@@ -65,7 +65,7 @@ vision::core::RunLengthMask Mask(const Json& segmentation, int height, int width
       }
       polygons.push_back(std::move(polygon));
     }
-    return vision::evaluation::coco::RleFromPolygons(polygons, height, width);
+    return vision::core::RleFromPolygons(polygons, height, width);
   }
   vision::core::RunLengthMask rle;
   const std::array<int, 2> size = segmentation.at("size").get<std::array<int, 2>>();
@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
       for (Instance& d : record.detections) {
         d.area = type == IouType::kBbox ? d.box[2] * d.box[3]
                                         : static_cast<double>(
-                                              vision::evaluation::coco::RleArea(d.mask));
+                                              vision::core::RleArea(d.mask));
       }
     }
     absl::StatusOr<CocoResult> result =

@@ -72,7 +72,7 @@ absl::StatusOr<Instance> ToInstance(const core::ObjectInstance& object, bool det
           }
         }
       }
-      instance.mask = RleFromPolygons(object.polygons, height, width);
+      instance.mask = core::RleFromPolygons(object.polygons, height, width);
     }
   } else if (keep_mask) {
     return absl::InvalidArgumentError(
@@ -81,7 +81,7 @@ absl::StatusOr<Instance> ToInstance(const core::ObjectInstance& object, bool det
   }
   instance.area = (detection && !keep_mask) || !has_mask
                       ? instance.box[2] * instance.box[3]
-                      : static_cast<double>(RleArea(instance.mask));
+                      : static_cast<double>(core::RleArea(instance.mask));
   if (!keep_mask) instance.mask = core::RunLengthMask();
   return instance;
 }

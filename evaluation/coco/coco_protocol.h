@@ -25,20 +25,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/run_length_mask.h"
 #include "core/sample.h"
 
 namespace vision::evaluation::coco {
 
-// maskApi.c's rleFrPoly: one polygon rasterised on an h x w grid (5x upsampled boundary,
-// pixel centres), the mask pycocotools compares for a polygon segmentation.
-core::RunLengthMask RleFromPolygon(const core::Polygon& polygon, int height, int width);
-// The union of the polygons' masks (pycocotools' annToRLE: frPyObjects then merge).
-core::RunLengthMask RleFromPolygons(const std::vector<core::Polygon>& polygons, int height,
-                                    int width);
-// The union of two masks of the same size, by walking their runs.
-core::RunLengthMask RleUnion(const core::RunLengthMask& a, const core::RunLengthMask& b);
-// Foreground pixels.
-int64_t RleArea(const core::RunLengthMask& rle);
 // maskApi.c's rleIou: intersection over union, or over the detection's area when the ground
 // truth is a crowd region; 0 when they share no pixel. Both masks must have the same size.
 double RleIoU(const core::RunLengthMask& detection, const core::RunLengthMask& truth,

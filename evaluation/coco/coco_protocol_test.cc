@@ -34,7 +34,7 @@ TEST(GeometryTest, BoxIoUAndCrowdDenominator) {
 TEST(GeometryTest, RleIoUWalksRuns) {
   const core::RunLengthMask a = Rect(8, 8, 0, 0, 4, 4);
   const core::RunLengthMask b = Rect(8, 8, 2, 2, 4, 4);
-  EXPECT_EQ(RleArea(a), 16);
+  EXPECT_EQ(core::RleArea(a), 16);
   EXPECT_DOUBLE_EQ(RleIoU(a, b, false), 4.0 / 28);
   EXPECT_DOUBLE_EQ(RleIoU(a, b, true), 4.0 / 16);
   EXPECT_DOUBLE_EQ(RleIoU(a, Rect(8, 8, 5, 5, 2, 2), false), 0);
@@ -47,17 +47,17 @@ TEST(GeometryTest, RleIoUWalksRuns) {
 
 // Expected runs from pycocotools 2.0.11: maskUtils.merge(maskUtils.frPyObjects(poly, 10, 12)).
 TEST(GeometryTest, PolygonsRasteriseAsPycocotools) {
-  const core::RunLengthMask square = RleFromPolygons({Poly({0, 0, 4, 0, 4, 4, 0, 4})}, 10, 12);
+  const core::RunLengthMask square = core::RleFromPolygons({Poly({0, 0, 4, 0, 4, 4, 0, 4})}, 10, 12);
   EXPECT_EQ(core::EncodeCocoRleString(square.counts), "04600000`2");
-  EXPECT_EQ(RleArea(square), 16);
+  EXPECT_EQ(core::RleArea(square), 16);
   const core::RunLengthMask triangle =
-      RleFromPolygons({Poly({1.5, 1.25, 7.75, 2.5, 3.125, 8.0})}, 10, 12);
+      core::RleFromPolygons({Poly({1.5, 1.25, 7.75, 2.5, 3.125, 8.0})}, 10, 12);
   EXPECT_EQ(core::EncodeCocoRleString(triangle.counts), "e0472MN2O1Oa1");
-  EXPECT_EQ(RleArea(triangle), 19);
+  EXPECT_EQ(core::RleArea(triangle), 19);
   const core::RunLengthMask two =
-      RleFromPolygons({Poly({0, 0, 4, 0, 4, 4, 0, 4}), Poly({2, 2, 6, 2, 6, 6, 2, 6})}, 10, 12);
-  EXPECT_EQ(RleArea(two), 28);
-  EXPECT_EQ(RleArea(RleUnion(square, square)), 16);
+      core::RleFromPolygons({Poly({0, 0, 4, 0, 4, 4, 0, 4}), Poly({2, 2, 6, 2, 6, 6, 2, 6})}, 10, 12);
+  EXPECT_EQ(core::RleArea(two), 28);
+  EXPECT_EQ(core::RleArea(core::RleUnion(square, square)), 16);
 }
 
 Instance Box(int label, double x, double y, double w, double h, double score = 1,

@@ -260,7 +260,19 @@ OrderedJson AnnotationJson(const SyntheticObject& object, int64_t id, int64_t im
   annotation["image_id"] = image_id;
   annotation["category_id"] = object.category_id;
   annotation["iscrowd"] = object.is_crowd ? 1 : 0;
-  annotation["area"] = object.area;
+  if (object.encoding == MaskEncoding::kPolygon) {
+    // COCO's area of a polygon is that of pycocotools' raster of the written coordinates
+    // (COCOeval's area ranges use it), not of OpenCV's fill, which covers more boundary pixels.
+    std::vector<double> written;
+    for (const cv::Point2f& p : object.polygon) {
+      written.push_back(Written(p.x));
+      written.push_back(Written(p.y));
+    }
+    annotation["area"] = core::RleArea(
+        core::RleFromPolygonCoordinates(written, object.mask.rows, object.mask.cols));
+  } else {
+    annotation["area"] = object.area;
+  }
   annotation["bbox"] = {Written(object.box.x), Written(object.box.y), Written(object.box.width),
                         Written(object.box.height)};
   if (object.encoding == MaskEncoding::kPolygon) {
