@@ -15,18 +15,7 @@
 namespace vision::models::ops {
 namespace {
 
-using ::testing::HasSubstr;
-
 constexpr char kGolden[] = "models/ops/testdata/ops_golden2.pth";
-
-void ExpectError(const std::function<void()>& call, const std::string& message) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected one containing \"" << message << "\"";
-  } catch (const c10::Error& e) {
-    EXPECT_THAT(e.what_without_backtrace(), HasSubstr(message));
-  }
-}
 
 // Equal shapes, NaN where expected is NaN, the same infinities, finite values within 1e-5.
 void ExpectClose(const at::Tensor& actual, const at::Tensor& expected) {

@@ -9,6 +9,9 @@
 #include <c10/util/Exception.h>
 #include <torch/serialize.h>
 
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
 namespace vision::models::ops {
 
 std::map<std::string, std::map<std::string, at::Tensor>> LoadGoldenCases(const std::string& op,
@@ -29,6 +32,21 @@ std::map<std::string, std::map<std::string, at::Tensor>> LoadGoldenCases(const s
   }
   TORCH_CHECK(!cases.empty(), path, " holds no ", op, " cases");
   return cases;
+}
+
+double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
+  EXPECT_EQ(a.sizes(), b.sizes());
+  if (a.numel() == 0) return 0;
+  return (a.detach().cpu().to(at::kDouble) - b.detach().cpu().to(at::kDouble)).abs().max().item<double>();
+}
+
+void ExpectError(const std::function<void()>& call, const std::string& message) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected one containing \"" << message << "\"";
+  } catch (const c10::Error& e) {
+    EXPECT_THAT(e.what_without_backtrace(), ::testing::HasSubstr(message));
+  }
 }
 
 }  // namespace vision::models::ops

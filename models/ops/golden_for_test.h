@@ -1,8 +1,10 @@
-// Reads testdata/ops_golden.pth (written by testdata/make_ops_golden.py) and ops_golden2.pth
-// (make_ops_golden2.py) for the operator tests.
+// What the operator tests share: reading the golden files (testdata/ops_golden.pth from
+// make_ops_golden.py, ops_golden2.pth from make_ops_golden2.py, deform_conv_golden.pth), the
+// largest difference between tensors, and expecting a LibTorch error.
 #ifndef VISION_MODELS_OPS_GOLDEN_FOR_TEST_H_
 #define VISION_MODELS_OPS_GOLDEN_FOR_TEST_H_
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -14,6 +16,12 @@ namespace vision::models::ops {
 // keys "<op>.<case>.<name>". Throws c10::Error if the file cannot be read or holds no such case.
 std::map<std::string, std::map<std::string, at::Tensor>> LoadGoldenCases(
     const std::string& op, const std::string& path = "models/ops/testdata/ops_golden.pth");
+
+// max |a - b| in double on the host; 0 for empty tensors. Fails the test if the sizes differ.
+double MaxDiff(const at::Tensor& a, const at::Tensor& b);
+
+// Fails the test unless `call` throws a c10::Error whose message contains `message`.
+void ExpectError(const std::function<void()>& call, const std::string& message);
 
 }  // namespace vision::models::ops
 

@@ -18,23 +18,6 @@
 namespace vision::models::ops {
 namespace {
 
-using ::testing::HasSubstr;
-
-void ExpectError(const std::function<void()>& call, const std::string& message) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected one containing \"" << message << "\"";
-  } catch (const c10::Error& e) {
-    EXPECT_THAT(e.what_without_backtrace(), HasSubstr(message));
-  }
-}
-
-double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  EXPECT_EQ(a.sizes(), b.sizes());
-  if (a.numel() == 0) return 0;
-  return (a.detach().cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).abs().max().item<double>();
-}
-
 struct Case {
   std::vector<at::Tensor> features;
   std::vector<at::Tensor> boxes;

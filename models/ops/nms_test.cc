@@ -19,21 +19,10 @@ namespace vision::models::ops {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-
 std::vector<int64_t> ToVector(const at::Tensor& t) {
   const at::Tensor cpu = t.cpu().contiguous();
   EXPECT_EQ(cpu.scalar_type(), at::kLong);
   return std::vector<int64_t>(cpu.data_ptr<int64_t>(), cpu.data_ptr<int64_t>() + cpu.numel());
-}
-
-void ExpectError(const std::function<void()>& call, const std::string& message) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected one containing \"" << message << "\"";
-  } catch (const c10::Error& e) {
-    EXPECT_THAT(e.what_without_backtrace(), HasSubstr(message));
-  }
 }
 
 TEST(NmsTest, MatchesTorchvision) {

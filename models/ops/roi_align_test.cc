@@ -19,22 +19,6 @@
 namespace vision::models::ops {
 namespace {
 
-using ::testing::HasSubstr;
-
-void ExpectError(const std::function<void()>& call, const std::string& message) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected one containing \"" << message << "\"";
-  } catch (const c10::Error& e) {
-    EXPECT_THAT(e.what_without_backtrace(), HasSubstr(message));
-  }
-}
-
-double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  EXPECT_EQ(a.sizes(), b.sizes());
-  return (a.cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).abs().max().item<double>();
-}
-
 // [output_height, output_width, spatial_scale, sampling_ratio, aligned], as the golden file
 // stores them.
 RoIAlignOptions OptionsFromParams(const at::Tensor& params) {
