@@ -1,23 +1,17 @@
 #include "models/testing/toy_detector/toy_detector.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/batch.h"
-#include "core/collectives.h"
-#include "core/config/loader.h"
 #include "core/run_length_mask.h"
-#include "engine/trainer.h"
 #include "gtest/gtest.h"
+#include "models/testing/train_for_test.h"
 
 namespace vision::models::testing {
 namespace {
-
-namespace fs = std::filesystem;
 
 TEST(ToyDetectorTest, PixelTargetsPaintMasksWithLabelsAndIgnorePadding) {
   core::Batch batch;
@@ -40,31 +34,10 @@ TEST(ToyDetectorTest, PixelTargetsPaintMasksWithLabelsAndIgnorePadding) {
 // labels and masks in the loader's workers (Batch::instances) and the model trains two steps
 // through the real trainer.
 TEST(ToyDetectorTest, TrainsTwoStepsThroughTheLoaderAndTrainer) {
-  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/run");
-  absl::StatusOr<core::TrainPipelineConfig> config = core::LoadPipelineConfig(
-      "models/testing/toy_detector/configs/coco_two_steps.pbtxt",
-      {absl::StrCat("checkpoint { output_dir: \"", dir, "\" }")});
-  ASSERT_TRUE(config.ok()) << config.status();
-  core::SingleProcess single;
-  engine::TrainerOptions options;
-  options.verbose = false;
-  auto trainer = engine::Trainer::Create(*config, &single, options);
-  ASSERT_TRUE(trainer.ok()) << trainer.status();
-  auto result = (*trainer)->Run();
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->steps, 2);
-  EXPECT_TRUE(fs::exists(dir + "/checkpoint_2.pt"));
-  std::ifstream log(dir + "/metrics.jsonl");
-  std::string line;
-  int logged = 0;
-  while (std::getline(log, line)) {
-    const size_t at = line.find("\"pixel_ce\":");
-    if (at == std::string::npos) continue;
-    const double ce = std::stod(line.substr(at + 11));
-    EXPECT_TRUE(std::isfinite(ce) && ce > 0.1 && ce < 10) << line;
-    ++logged;
-  }
-  EXPECT_EQ(logged, 2);
+  const std::vector<double> losses =
+      TrainAndReadLoss("models/testing/toy_detector/configs/coco_two_steps.pbtxt", 2, "pixel_ce");
+  ASSERT_EQ(losses.size(), 2u);
+  for (double value : losses) EXPECT_TRUE(std::isfinite(value) && value > 0.1 && value < 10) << value;
 }
 
 TEST(ToyDetectorTest, PredictsOneObjectPerRegionWithBoxAndMaskInOriginalPixels) {

@@ -1,23 +1,16 @@
 #include "models/testing/toy_segmenter/toy_segmenter.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/batch.h"
-#include "core/collectives.h"
-#include "core/config/loader.h"
-#include "engine/trainer.h"
 #include "gtest/gtest.h"
+#include "models/testing/train_for_test.h"
 
 namespace vision::models::testing {
 namespace {
-
-namespace fs = std::filesystem;
 
 TEST(ToySegmenterTest, LossIgnoresTheIgnoreLabel) {
   ToySegmenterOptions options;
@@ -39,32 +32,10 @@ TEST(ToySegmenterTest, LossIgnoresTheIgnoreLabel) {
 // collated (padded with the ignore label) by the real loader and the model trains two steps
 // through the real trainer; predictions come back as label maps at the original size.
 TEST(ToySegmenterTest, TrainsTwoStepsThroughTheLoaderAndTrainer) {
-  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/run");
-  absl::StatusOr<core::TrainPipelineConfig> config = core::LoadPipelineConfig(
-      "models/testing/toy_segmenter/configs/cityscapes_two_steps.pbtxt",
-      {absl::StrCat("checkpoint { output_dir: \"", dir, "\" }")});
-  ASSERT_TRUE(config.ok()) << config.status();
-  core::SingleProcess single;
-  engine::TrainerOptions options;
-  options.verbose = false;
-  auto trainer = engine::Trainer::Create(*config, &single, options);
-  ASSERT_TRUE(trainer.ok()) << trainer.status();
-  auto result = (*trainer)->Run();
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->steps, 2);
-  EXPECT_TRUE(fs::exists(dir + "/checkpoint_2.pt"));
-  // Both steps logged a finite cross-entropy near ln(19) (an untrained 19-way classifier).
-  std::ifstream log(dir + "/metrics.jsonl");
-  std::string line;
-  int logged = 0;
-  while (std::getline(log, line)) {
-    const size_t at = line.find("\"ce\":");
-    if (at == std::string::npos) continue;
-    const double ce = std::stod(line.substr(at + 5));
-    EXPECT_TRUE(std::isfinite(ce) && ce > 0.5 && ce < 10) << line;
-    ++logged;
-  }
-  EXPECT_EQ(logged, 2);
+  const std::vector<double> losses =
+      TrainAndReadLoss("models/testing/toy_segmenter/configs/cityscapes_two_steps.pbtxt", 2, "ce");
+  ASSERT_EQ(losses.size(), 2u);
+  for (double value : losses) EXPECT_TRUE(std::isfinite(value) && value > 0.5 && value < 10) << value;
 }
 
 TEST(ToySegmenterTest, PredictsLabelMapsAtTheOriginalSize) {
