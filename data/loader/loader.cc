@@ -249,10 +249,11 @@ absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples,
   for (const auto& [name, map] : samples.front().targets) {
     batch.targets[name] = make({n, height, width}, TargetType(map), pad_value(name));
   }
+  int64_t* sizes = batch.image_sizes.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     core::Sample& s = samples[i];
-    batch.image_sizes[i][0] = s.image.rows;
-    batch.image_sizes[i][1] = s.image.cols;
+    sizes[2 * i] = s.image.rows;
+    sizes[2 * i + 1] = s.image.cols;
     CopyImage(s.image, batch.images[i]);
     for (auto& [name, tensor] : batch.targets) CopyMap(s.targets.at(name), tensor[i]);
     s.image.release();
