@@ -6,6 +6,8 @@
 // out/<name>.png shows the predictions drawn; when the config names an evaluator, its result
 // files in the format's own layout go to out/ as well (ICDAR2015: res_<name>.txt). A summary
 // of what was found (texts, objects per class, label-map class shares) ends the output.
+#include <array>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -49,10 +51,16 @@ struct Findings {
     for (const core::TextInstance& t : prediction.texts) texts += t.ignore ? 0 : 1;
     for (const core::ObjectInstance& o : prediction.objects) ++objects_per_label[o.label];
     if (!prediction.semantic.empty()) {
+      // One pass over the label map (ignored pixels, 255, count for no class).
+      std::array<int64_t, 256> histogram{};
+      for (int y = 0; y < prediction.semantic.rows; ++y) {
+        const uint8_t* row = prediction.semantic.ptr<uint8_t>(y);
+        for (int x = 0; x < prediction.semantic.cols; ++x) ++histogram[row[x]];
+      }
       for (int label = 0; label < 255; ++label) {
-        const int64_t n = cv::countNonZero(prediction.semantic == label);
-        if (n > 0) pixels_per_label[label] += n;
-        labelled_pixels += n;
+        if (histogram[label] == 0) continue;
+        pixels_per_label[label] += histogram[label];
+        labelled_pixels += histogram[label];
       }
     }
   }
