@@ -23,6 +23,11 @@ class Matcher {
 
   // match_quality: [G, P] (IoU of G >= 1 ground-truth boxes with P predictions).
   // Returns [P] int64: the matched ground truth's index in [0, G), or one of the two codes.
+  // A prediction's best ground truth is the lowest index among equal qualities. With low-quality
+  // matches, every prediction whose quality with some ground truth equals that ground truth's
+  // highest (ties included) gets back its best ground truth, which may be another one; as in
+  // torchvision, a ground truth that overlaps nothing (highest quality 0) thus restores every
+  // prediction. Throws c10::Error when G or P is 0, as torchvision raises.
   at::Tensor Match(const at::Tensor& match_quality) const;
 
  private:

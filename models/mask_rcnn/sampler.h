@@ -20,7 +20,10 @@ class BalancedSampler {
   // image {positive, negative}: [P] bool masks of the chosen examples. Which positives and
   // negatives are chosen when there are more than the quota is drawn with at::randperm from
   // the default generator (seeded by the engine); when every candidate fits the quota all are
-  // taken, so the result is deterministic.
+  // taken, so the result is deterministic. The draws are torchvision's (one randperm of the
+  // positives, then one of the negatives, per image, on the labels' device), so the same seed
+  // picks the same examples. The positive quota is int(batch_size_per_image *
+  // positive_fraction), truncated as in Python.
   std::vector<std::pair<at::Tensor, at::Tensor>> Sample(const std::vector<at::Tensor>& labels) const;
 
  private:
