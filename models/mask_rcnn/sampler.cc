@@ -32,11 +32,12 @@ std::vector<std::pair<at::Tensor, at::Tensor>> BalancedSampler::Sample(
     const int64_t num_neg = std::min(negative.numel(), batch_size_per_image_ - num_pos);
     // One permutation per side, positives first, on the labels' device: the same draws as
     // torchvision's sampler from the same generator state.
-    const auto index_options = positive.options();
-    const at::Tensor chosen_pos =
-        positive.index_select(0, at::randperm(positive.numel(), index_options).slice(0, 0, num_pos));
-    const at::Tensor chosen_neg =
-        negative.index_select(0, at::randperm(negative.numel(), index_options).slice(0, 0, num_neg));
+    const auto choose = [](const at::Tensor& candidates, int64_t num) {
+      const at::Tensor order = at::randperm(candidates.numel(), candidates.options());
+      return candidates.index_select(0, order.slice(0, 0, num));
+    };
+    const at::Tensor chosen_pos = choose(positive, num_pos);
+    const at::Tensor chosen_neg = choose(negative, num_neg);
     const auto mask = [&](const at::Tensor& chosen) {
       return at::zeros(image_labels.sizes(), image_labels.options().dtype(at::kBool))
           .index_fill_(0, chosen, true);
