@@ -1,5 +1,6 @@
 // Exact results of the geometric plugins on hand-made cases: output sizes, scale factors,
 // pixel layout and polygon coordinates.
+#include <set>
 #include <memory>
 #include <random>
 #include <string>
@@ -79,6 +80,29 @@ TEST(ResizeTest, ModesGiveExpectedSizesAndScales) {
     EXPECT_NEAR(sample.texts[0].polygon[2].x, 18 * sx, 1e-4);
     EXPECT_NEAR(sample.texts[0].polygon[2].y, 10 * sy, 1e-4);
   }
+}
+
+TEST(ResizeTest, SizeChoicesDrawEverySizeAndOnlyThose) {
+  ResizeOptions options;
+  options.set_mode(ResizeOptions::SHORTER_SIDE);
+  options.add_size_choices(60);
+  options.add_size_choices(90);
+  options.add_size_choices(180);
+  options.set_max_size(200);
+  std::set<int> heights;
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    core::Sample sample = MakeSample(160, 120);
+    ASSERT_TRUE(Apply("Resize", options, &sample, seed).ok());
+    heights.insert(sample.image.rows);
+    // 180 is capped by max_size: 160x120 -> 240x180 -> 200x150.
+    const int expected_width = sample.image.rows == 150 ? 200 : sample.image.rows * 4 / 3;
+    EXPECT_EQ(sample.image.cols, expected_width);
+  }
+  EXPECT_EQ(heights, (std::set<int>{60, 90, 150}));
+  options.set_mode(ResizeOptions::FIT);
+  options.set_width(10);
+  options.set_height(10);
+  EXPECT_FALSE(MakeAugmentation("Resize", options).ok());
 }
 
 TEST(ResizeTest, RejectsMissingSizes) {

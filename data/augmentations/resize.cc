@@ -20,7 +20,14 @@ class Resize : public core::Augmentation {
   static absl::StatusOr<std::unique_ptr<Resize>> Create(const ResizeOptions& options) {
     const bool by_side = options.mode() == ResizeOptions::SHORTER_SIDE ||
                          options.mode() == ResizeOptions::LONGER_SIDE;
-    if (by_side && options.size() <= 0) {
+    for (int32_t choice : options.size_choices()) {
+      if (!by_side || choice <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ResizeOptions.size_choices: need sizes > 0 with mode SHORTER_SIDE or LONGER_SIDE, "
+            "got ", choice, " with mode ", ResizeOptions::Mode_Name(options.mode())));
+      }
+    }
+    if (by_side && options.size_choices_size() == 0 && options.size() <= 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("ResizeOptions.size: must be > 0 for mode ",
                        ResizeOptions::Mode_Name(options.mode()), ", got ", options.size()));
@@ -41,24 +48,29 @@ class Resize : public core::Augmentation {
 
   absl::Status Apply(core::Sample* sample, std::mt19937_64& rng) const override {
     VISION_RETURN_IF_ERROR(CheckHasImage(*sample));
-    return ResizeSample(TargetSize(sample->image.size()), sample);
+    int size = options_.size();
+    if (options_.size_choices_size() > 0) {
+      size = options_.size_choices(std::uniform_int_distribution<int>(
+          0, options_.size_choices_size() - 1)(rng));
+    }
+    return ResizeSample(TargetSize(sample->image.size(), size), sample);
   }
 
  private:
   explicit Resize(const ResizeOptions& options) : options_(options) {}
 
-  cv::Size TargetSize(cv::Size size) const {
+  cv::Size TargetSize(cv::Size size, int side) const {
     const double w = size.width, h = size.height;
     double scale = 1;
     switch (options_.mode()) {
       case ResizeOptions::SHORTER_SIDE:
-        scale = options_.size() / std::min(w, h);
+        scale = side / std::min(w, h);
         if (options_.max_size() > 0 && std::max(w, h) * scale > options_.max_size()) {
           scale = options_.max_size() / std::max(w, h);
         }
         break;
       case ResizeOptions::LONGER_SIDE:
-        scale = options_.size() / std::max(w, h);
+        scale = side / std::max(w, h);
         break;
       case ResizeOptions::FIT:
         scale = std::min(options_.width() / w, options_.height() / h);
