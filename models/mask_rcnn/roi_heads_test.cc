@@ -120,7 +120,8 @@ struct GoldenSetup {
   std::vector<std::pair<int64_t, int64_t>> image_sizes;
 };
 
-GoldenSetup LoadSetup(const at::Device& device) {
+// masks = false: a Faster R-CNN with the golden file's box branch.
+GoldenSetup LoadSetup(const at::Device& device, bool masks = true) {
   const auto config = Golden("config", "heads");
   GoldenSetup s;
   s.heads = RoiHeads(
@@ -134,7 +135,8 @@ GoldenSetup LoadSetup(const at::Device& device) {
                   config.at("mask_head_channels").numel()))
           .score_threshold(config.at("score_threshold").item<double>())
           .nms_threshold(config.at("nms_threshold").item<double>())
-          .detections_per_image(config.at("detections_per_image").item<int64_t>()));
+          .detections_per_image(config.at("detections_per_image").item<int64_t>())
+          .masks(masks));
   const auto weights = LoadGoldenCases("weights", kGolden);
   size_t loaded = 0;
   {
@@ -149,7 +151,9 @@ GoldenSetup LoadSetup(const at::Device& device) {
     }
   }
   size_t golden_count = 0;
-  for (const auto& [module, tensors] : weights) golden_count += tensors.size();
+  for (const auto& [module, tensors] : weights) {
+    if (masks || module.rfind("box_", 0) == 0) golden_count += tensors.size();
+  }
   EXPECT_EQ(loaded, golden_count) << "torchvision has parameters we lack";
   s.heads->to(device);
 
@@ -262,6 +266,40 @@ TEST(RoiHeadsTest, LossesAndGradientsMatchTorchvision) { ExpectLossesMatchTorchv
 TEST(RoiHeadsTest, LossesAndGradientsMatchTorchvisionOnCuda) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
   ExpectLossesMatchTorchvision(at::Device(at::kCUDA, 0));
+}
+
+// Without the mask branch the box branch computes what torchvision's does with it: the same
+// detections (no mask probabilities) and the same box losses, and no loss_mask.
+TEST(RoiHeadsTest, WithoutMasksTheBoxBranchMatchesTorchvision) {
+  GoldenSetup s = LoadSetup(at::kCPU, /*masks=*/false);
+  const auto eval = Golden("eval", "batch");
+  {
+    s.heads->eval();
+    torch::NoGradGuard no_grad;
+    const RoiHeadsOutput out = s.heads->forward(
+        s.features, {eval.at("proposals0"), eval.at("proposals1")}, s.image_sizes, nullptr);
+    ASSERT_EQ(out.detections.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      SCOPED_TRACE(i);
+      const std::string n = std::to_string(i);
+      EXPECT_TRUE(at::equal(out.detections[i].labels, eval.at("labels" + n)));
+      EXPECT_LT(MaxDiff(out.detections[i].boxes, eval.at("boxes" + n)), 1e-3);
+      EXPECT_LT(MaxDiff(out.detections[i].scores, eval.at("scores" + n)), 1e-4);
+      EXPECT_FALSE(out.detections[i].mask_probs.defined());
+    }
+  }
+  s.heads->train();
+  const auto train = Golden("train", "both");
+  const auto gt = Golden("targets", "batch");
+  const std::vector<InstanceTargets> targets = {{gt.at("gt_boxes0"), gt.at("gt_labels0"), {}},
+                                                {gt.at("gt_boxes1"), gt.at("gt_labels1"), {}}};
+  const RoiHeadsOutput out = s.heads->forward(
+      s.features, {train.at("proposals0"), train.at("proposals1")}, s.image_sizes, &targets);
+  ASSERT_EQ(out.losses.size(), 2u);
+  for (const char* name : {"loss_classifier", "loss_box_reg"}) {
+    const double expected = train.at(name).item<double>();
+    EXPECT_NEAR(out.losses.at(name).item<double>(), expected, 1e-4 * expected) << name;
+  }
 }
 
 // No detection survives (a threshold no softmax score exceeds) and the second image has no
