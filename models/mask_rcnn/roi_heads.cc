@@ -27,8 +27,8 @@ ops::BoxCoder RoiBoxCoder() {
   return ops::BoxCoder(ops::BoxCoderOptions().weights({10.0, 10.0, 5.0, 5.0}));
 }
 
-// Rows index * width + column of a [rows, width, ...] tensor seen as [rows * width, ...]: picks
-// one class per RoI without a gather per RoI.
+// per_class[r, classes[r], ...] for every row r of a [rows, classes, ...] tensor: one
+// index_select on the [rows * classes, ...] view instead of a lookup per RoI.
 at::Tensor PickPerRow(const at::Tensor& per_class, const at::Tensor& classes) {
   const int64_t rows = per_class.size(0);
   const int64_t width = per_class.size(1);
@@ -43,9 +43,9 @@ at::Tensor PickPerRow(const at::Tensor& per_class, const at::Tensor& classes) {
 struct SampledRois {
   at::Tensor boxes;
   at::Tensor labels;
-  at::Tensor positive;             // indices into boxes / labels
-  at::Tensor positive_matched;     // ground-truth indices
-  at::Tensor regression_targets;   // [positives, 4]
+  at::Tensor positive;            // indices into boxes / labels
+  at::Tensor positive_matched;    // ground-truth indices
+  at::Tensor regression_targets;  // [positives, 4]
 };
 
 }  // namespace
@@ -53,14 +53,14 @@ struct SampledRois {
 RoiHeadsImpl::RoiHeadsImpl(RoiHeadsOptions options) : options_(std::move(options)) {
   TORCH_CHECK(options_.in_channels() > 0 && options_.representation_size() > 0 &&
                   options_.num_classes() > 1,
-              kOp, ": in_channels and representation_size must be positive and num_classes >= 2 "
-                   "(background included), got ",
+              kOp,
+              ": in_channels and representation_size must be positive and num_classes >= 2 "
+              "(background included), got ",
               options_.in_channels(), ", ", options_.representation_size(), ", ",
               options_.num_classes());
   const int64_t pooled = options_.in_channels() * options_.box_roi_size() * options_.box_roi_size();
   auto box_head = register_module("box_head", std::make_shared<torch::nn::Module>());
-  fc6 = box_head->register_module(
-      "fc6", torch::nn::Linear(pooled, options_.representation_size()));
+  fc6 = box_head->register_module("fc6", torch::nn::Linear(pooled, options_.representation_size()));
   fc7 = box_head->register_module(
       "fc7", torch::nn::Linear(options_.representation_size(), options_.representation_size()));
   auto box_predictor = register_module("box_predictor", std::make_shared<torch::nn::Module>());
@@ -88,10 +88,11 @@ RoiHeadsImpl::RoiHeadsImpl(RoiHeadsOptions options) : options_(std::move(options
   // torchvision's MaskRCNNPredictor keeps the deconvolution as wide as its input (256 -> 256).
   auto mask_predictor = register_module("mask_predictor", std::make_shared<torch::nn::Module>());
   conv5_mask = mask_predictor->register_module(
-      "conv5_mask",
-      torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(channels, channels, 2).stride(2)));
+      "conv5_mask", torch::nn::ConvTranspose2d(
+                        torch::nn::ConvTranspose2dOptions(channels, channels, 2).stride(2)));
   mask_fcn_logits = mask_predictor->register_module(
-      "mask_fcn_logits", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, options_.num_classes(), 1)));
+      "mask_fcn_logits",
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, options_.num_classes(), 1)));
   // MaskRCNNPredictor re-initialises the weights only; the biases keep PyTorch's default.
   torch::nn::init::kaiming_normal_(conv5_mask->weight, 0.0, torch::kFanOut, torch::kReLU);
   torch::nn::init::kaiming_normal_(mask_fcn_logits->weight, 0.0, torch::kFanOut, torch::kReLU);
@@ -130,8 +131,8 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
   const size_t num_images = proposals.size();
   TORCH_CHECK(static_cast<int64_t>(num_images) == features[0].size(0), kOp, ": ", num_images,
               " proposal tensors for a batch of ", features[0].size(0));
-  TORCH_CHECK(image_sizes.size() == num_images, kOp, ": ", image_sizes.size(),
-              " image sizes for ", num_images, " images");
+  TORCH_CHECK(image_sizes.size() == num_images, kOp, ": ", image_sizes.size(), " image sizes for ",
+              num_images, " images");
   const bool training = is_training();
   TORCH_CHECK(!training || (targets != nullptr && targets->size() == num_images), kOp,
               ": training needs one InstanceTargets per image (", num_images, "), got ",
@@ -152,8 +153,8 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
                       t.labels.defined() && t.labels.dim() == 1 &&
                       t.labels.size(0) == t.boxes.size(0),
                   kOp, ": targets[", i, "] needs boxes [G, 4] and labels [G]");
-      TORCH_CHECK(!options_.masks() ||
-                      (t.masks.defined() && t.masks.dim() == 3 && t.masks.size(0) == t.boxes.size(0)),
+      TORCH_CHECK(!options_.masks() || (t.masks.defined() && t.masks.dim() == 3 &&
+                                        t.masks.size(0) == t.boxes.size(0)),
                   kOp, ": targets[", i, "] needs masks [G, H, W] for the mask branch");
       const at::Tensor props = proposals[i].detach();
       candidates[i] = at::cat({props, t.boxes.to(props.options())});
@@ -163,14 +164,16 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
         matches[i] = at::zeros({count}, props.options().dtype(at::kLong));
         continue;
       }
-      const at::Tensor match = matcher.Match(ops::BoxIou(t.boxes.to(props.options()), candidates[i]));
+      const at::Tensor match =
+          matcher.Match(ops::BoxIou(t.boxes.to(props.options()), candidates[i]));
       matches[i] = match.clamp_min(0);
       labels[i] = t.labels.to(at::kLong).index_select(0, matches[i]);
       labels[i].masked_fill_(match == Matcher::kBelowLowThreshold, 0);
       labels[i].masked_fill_(match == Matcher::kBetweenThresholds, -1);
     }
     const auto chosen =
-        BalancedSampler(options_.batch_size_per_image(), options_.positive_fraction()).Sample(labels);
+        BalancedSampler(options_.batch_size_per_image(), options_.positive_fraction())
+            .Sample(labels);
     for (size_t i = 0; i < num_images; ++i) {
       SampledRois& s = sampled[i];
       const at::Tensor keep = at::nonzero(chosen[i].first | chosen[i].second).select(1, 0);
@@ -221,8 +224,8 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
     const at::Tensor pos_rows = at::cat(positive_rows);
     const at::Tensor pos_labels = at::cat(positive_labels);
     output.losses["loss_classifier"] = at::cross_entropy_loss(class_logits, all_labels);
-    const at::Tensor pos_deltas = PickPerRow(
-        box_regression.index_select(0, pos_rows).view({-1, num_classes, 4}), pos_labels);
+    const at::Tensor pos_deltas =
+        PickPerRow(box_regression.index_select(0, pos_rows).view({-1, num_classes, 4}), pos_labels);
     output.losses["loss_box_reg"] =
         at::smooth_l1_loss(pos_deltas, at::cat(regression_targets), at::Reduction::Sum, 1.0 / 9) /
         static_cast<double>(all_labels.numel());
@@ -253,13 +256,14 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
     const int64_t count = rois[i].size(0);
     const auto [height, width] = image_sizes[i];
     // Class 0 (background) dropped: [count * (num_classes - 1)] candidates.
-    at::Tensor boxes = ops::ClipBoxesToImage(decoded.slice(0, offset, offset + count), height, width)
-                           .view({count, num_classes, 4})
-                           .slice(1, 1)
-                           .reshape({-1, 4});
+    at::Tensor boxes =
+        ops::ClipBoxesToImage(decoded.slice(0, offset, offset + count), height, width)
+            .view({count, num_classes, 4})
+            .slice(1, 1)
+            .reshape({-1, 4});
     at::Tensor image_scores = scores.slice(0, offset, offset + count).slice(1, 1).reshape(-1);
-    at::Tensor labels = at::arange(1, num_classes, image_scores.options().dtype(at::kLong))
-                            .repeat({count});
+    at::Tensor labels =
+        at::arange(1, num_classes, image_scores.options().dtype(at::kLong)).repeat({count});
     offset += count;
     const auto take = [&](const at::Tensor& index) {
       boxes = boxes.index_select(0, index);

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,8 +106,9 @@ TEST(RoiHeadsTest, MaskTargetsMatchTorchvision) {
   for (const char* name : {"m28", "m7"}) {
     SCOPED_TRACE(name);
     const auto t = Golden("mask_targets", name);
-    const at::Tensor targets = MaskTargets(inputs.at("gt_masks"), inputs.at("boxes"),
-                                           inputs.at("matched"), t.at("resolution").item<int64_t>());
+    const at::Tensor targets =
+        MaskTargets(inputs.at("gt_masks"), inputs.at("boxes"), inputs.at("matched"),
+                    t.at("resolution").item<int64_t>());
     EXPECT_LT(MaxDiff(targets, t.at("targets")), 1e-6);
   }
 }

@@ -18,8 +18,9 @@ keys "<op>.<case>.<name>" at the first and last dots):
   train.<case>.has_gt [2] bool (whether image i gets targets.batch's ground truth or none),
     proposals<i>, loss_classifier, loss_box_reg, loss_mask, and the gradients of their sum:
     grad_cls_score, grad_mask_fcn1, grad_mask_fcn_logits (weights) and, in the case both only,
-    grad_fc6 and grad_p2..grad_p5 (features). Cases: both (ground truth in both images), one_empty (none in the second image, whose RoIs are then all
-    background), no_positive (none in either: loss_mask is 0 and the mask weights' gradients 0)
+    grad_fc6 and grad_p2..grad_p5 (features). Cases: both (ground truth in both images),
+    one_empty (none in the second image, whose RoIs are then all background), no_positive
+    (none in either: loss_mask is 0 and the mask weights' gradients 0)
   mask_targets.inputs.gt_masks (uint8), boxes, matched; mask_targets.m<M>.resolution (0-dim
     int64), targets (project_masks_on_boxes of the inputs at M x M)
 batch_size_per_image (512) exceeds the candidates, so sampling takes all of them on both sides.
@@ -144,7 +145,8 @@ def main():
         image_sizes=torch.tensor(IMAGE_SIZES))
     feature_dict = lambda fs: {str(l): f for l, f in enumerate(fs)}
 
-    gt = [random_boxes(3, *IMAGE_SIZES[0], 10.0, 45.0), random_boxes(2, *IMAGE_SIZES[1], 10.0, 40.0)]
+    gt = [random_boxes(3, *IMAGE_SIZES[0], 10.0, 45.0),
+          random_boxes(2, *IMAGE_SIZES[1], 10.0, 40.0)]
     gt_labels = [torch.tensor([1, 2, 3]), torch.tensor([2, 1])]
 
     heads.eval()
@@ -178,7 +180,8 @@ def main():
             if has_gt[i]:
                 targets.append({"boxes": gt[i], "labels": gt_labels[i], "masks": gt_masks[i]})
             else:
-                targets.append({"boxes": torch.zeros(0, 4), "labels": torch.zeros(0, dtype=torch.int64),
+                targets.append({"boxes": torch.zeros(0, 4),
+                                "labels": torch.zeros(0, dtype=torch.int64),
                                 "masks": torch.zeros(0, height, width, dtype=torch.uint8)})
             # Without ground truth every candidate is background.
             case_proposals.append(proposals_near(targets[i]["boxes"], height, width, 8))

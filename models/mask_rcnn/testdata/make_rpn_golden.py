@@ -16,6 +16,7 @@ A plain dict of tensors (torch::pickle_load reads it). Keys are "<op>.<case>.<na
     bbox_pred_weight, bbox_pred_bias; options top_n = [pre train, pre test, post train, post
     test], sampling = [batch_size_per_image, positive_fraction] (double), thresholds = [nms,
     score, fg_iou, bg_iou] (double); outputs: eval_proposals<i> (eval mode), train_proposals<i>,
+    their scores eval_scores<i>, train_scores<i> (torchvision orders equal scores arbitrarily),
     loss_objectness, loss_rpn_box_reg, grad_<weight name> (train mode, every labelled anchor
     sampled, gradients of the summed losses), and with the default sampling (256 at 0.5) after
     torch.manual_seed(sampled_seed): sampled_loss_objectness, sampled_loss_rpn_box_reg.
@@ -115,11 +116,22 @@ def rpn_case(put, case, channels, batch_hw, image_sizes, feature_hw, gt_boxes, t
     every = 4 * total_anchors  # more than the anchors: every labelled anchor is sampled
 
     rpn = make_rpn(every, 0.5).eval()
+    # The proposals' scores, which forward drops: they tell which proposals tie.
+    filter_proposals = rpn.filter_proposals
+    scores = []
+
+    def filter_and_keep_scores(*args):
+        boxes, image_scores = filter_proposals(*args)
+        scores.append([s.detach() for s in image_scores])
+        return boxes, image_scores
+
+    rpn.filter_proposals = filter_and_keep_scores
     with torch.no_grad():
         eval_boxes, eval_losses = rpn(images, features)
     assert not eval_losses
     rpn.train()
     train_boxes, losses = rpn(images, features, targets)
+    eval_scores, train_scores = scores
     head.zero_grad()
     (losses["loss_objectness"] + losses["loss_rpn_box_reg"]).backward()
     sampled_seed = 7
@@ -140,7 +152,9 @@ def rpn_case(put, case, channels, batch_hw, image_sizes, feature_hw, gt_boxes, t
         put("rpn", case, **{f"feature{l}": f})
     for i in range(len(image_sizes)):
         put("rpn", case, **{f"gt{i}": gt_boxes[i], f"eval_proposals{i}": eval_boxes[i],
-                            f"train_proposals{i}": train_boxes[i].detach()})
+                            f"eval_scores{i}": eval_scores[i],
+                            f"train_proposals{i}": train_boxes[i].detach(),
+                            f"train_scores{i}": train_scores[i]})
     print(case, [len(b) for b in eval_boxes], [len(b) for b in train_boxes],
           {k: float(v) for k, v in losses.items()}, {k: float(v) for k, v in sampled_losses.items()})
 
