@@ -63,8 +63,11 @@ class AutocastOff {
   bool was_enabled_;
 };
 
+// Reduced-precision features (autocast) back to float; float and double stay as they are.
 std::vector<at::Tensor> ToFloat(std::vector<at::Tensor> features) {
-  for (at::Tensor& f : features) f = f.to(at::kFloat);
+  for (at::Tensor& f : features) {
+    if (f.scalar_type() == at::kHalf || f.scalar_type() == at::kBFloat16) f = f.to(at::kFloat);
+  }
   return features;
 }
 
