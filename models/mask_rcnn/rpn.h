@@ -3,7 +3,7 @@
 // anchor, proposals by per-level top-k, decoding, clipping, small/low-score removal and NMS per
 // level, and in training the objectness (BCE) and box (smooth L1, beta 1/9) losses over
 // anchors matched 0.7/0.3 with low-quality matches and sampled 256 per image at 50% positives.
-// Differences from torchvision, none of which changes a result beyond the order of ties:
+// Differences from torchvision, none of which changes a float result beyond the order of ties:
 // - NMS per level is always ops::BatchedNms's coordinate-offset form; torchvision on the CPU
 //   runs one NMS per level when more than 1,000 boxes remain and then sorts the kept boxes by
 //   score with an unstable sort, so proposals of exactly equal scores may come in another order

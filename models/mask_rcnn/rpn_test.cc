@@ -38,9 +38,12 @@ struct Setup {
 
 // The head's parameters by torchvision's names (conv.0.0 is our conv).
 std::map<std::string, at::Tensor> HeadParameters(RpnHead& head) {
-  return {{"conv_weight", head->conv->weight},         {"conv_bias", head->conv->bias},
-          {"cls_logits_weight", head->cls_logits->weight}, {"cls_logits_bias", head->cls_logits->bias},
-          {"bbox_pred_weight", head->bbox_pred->weight},   {"bbox_pred_bias", head->bbox_pred->bias}};
+  return {{"conv_weight", head->conv->weight},
+          {"conv_bias", head->conv->bias},
+          {"cls_logits_weight", head->cls_logits->weight},
+          {"cls_logits_bias", head->cls_logits->bias},
+          {"bbox_pred_weight", head->bbox_pred->weight},
+          {"bbox_pred_bias", head->bbox_pred->bias}};
 }
 
 Setup Build(const Case& t, const at::Device& device, bool every_anchor_sampled) {
@@ -96,7 +99,8 @@ at::Tensor OrderTies(const at::Tensor& boxes, const at::Tensor& scores) {
 }
 
 // Same count and order (rows of equal scores in either order), coordinates within tolerance.
-void ExpectProposals(const std::vector<at::Tensor>& actual, const Case& t, const std::string& mode) {
+void ExpectProposals(const std::vector<at::Tensor>& actual, const Case& t,
+                     const std::string& mode) {
   const std::string prefix = mode + "_proposals";
   EXPECT_EQ(t.count(prefix + std::to_string(actual.size())), 0u) << "fewer images than expected";
   for (size_t i = 0; i < actual.size(); ++i) {
