@@ -133,10 +133,12 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
               " proposal tensors for a batch of ", features[0].size(0));
   TORCH_CHECK(image_sizes.size() == num_images, kOp, ": ", image_sizes.size(), " image sizes for ",
               num_images, " images");
-  const bool training = is_training();
-  TORCH_CHECK(!training || (targets != nullptr && targets->size() == num_images), kOp,
-              ": training needs one InstanceTargets per image (", num_images, "), got ",
-              targets == nullptr ? std::string("none") : std::to_string(targets->size()));
+  // As the RPN: targets ask for the losses (sampling included), no targets for detections,
+  // whatever the module's mode (nothing here behaves differently in training), so losses on a
+  // validation set need no mode switch.
+  const bool training = targets != nullptr;
+  TORCH_CHECK(!training || targets->size() == num_images, kOp, ": ", targets->size(),
+              " InstanceTargets for ", num_images, " images");
   const int64_t num_classes = options_.num_classes();
   const ops::BoxCoder coder = RoiBoxCoder();
 

@@ -89,8 +89,8 @@ TEST(RoiHeadsTest, MaskBranchInitialisedAsTorchvision) {
 TEST(RoiHeadsTest, MaskTargetsByHand) {
   at::Tensor masks = at::zeros({2, 8, 8}, at::kByte);
   masks[0].slice(1, 0, 4).fill_(1);
-  const at::Tensor boxes = at::tensor({0.f, 0.f, 4.f, 8.f, -4.f, 0.f, 4.f, 8.f, 0.f, 0.f, 4.f, 8.f})
-                               .view({3, 4});
+  const at::Tensor boxes =
+      at::tensor({0.f, 0.f, 4.f, 8.f, -4.f, 0.f, 4.f, 8.f, 0.f, 0.f, 4.f, 8.f}).view({3, 4});
   const at::Tensor matched = at::tensor({0, 0, 1}, at::kLong);
   const at::Tensor expected =
       at::tensor({1.f, 0.75f, 1.f, 0.75f, 0.25f, 0.875f, 0.25f, 0.875f, 0.f, 0.f, 0.f, 0.f})
@@ -124,19 +124,18 @@ struct GoldenSetup {
 GoldenSetup LoadSetup(const at::Device& device, bool masks = true) {
   const auto config = Golden("config", "heads");
   GoldenSetup s;
-  s.heads = RoiHeads(
-      RoiHeadsOptions()
-          .in_channels(config.at("in_channels").item<int64_t>())
-          .num_classes(config.at("num_classes").item<int64_t>())
-          .representation_size(config.at("representation_size").item<int64_t>())
-          .mask_head_channels(std::vector<int64_t>(
-              config.at("mask_head_channels").data_ptr<int64_t>(),
-              config.at("mask_head_channels").data_ptr<int64_t>() +
-                  config.at("mask_head_channels").numel()))
-          .score_threshold(config.at("score_threshold").item<double>())
-          .nms_threshold(config.at("nms_threshold").item<double>())
-          .detections_per_image(config.at("detections_per_image").item<int64_t>())
-          .masks(masks));
+  s.heads = RoiHeads(RoiHeadsOptions()
+                         .in_channels(config.at("in_channels").item<int64_t>())
+                         .num_classes(config.at("num_classes").item<int64_t>())
+                         .representation_size(config.at("representation_size").item<int64_t>())
+                         .mask_head_channels(std::vector<int64_t>(
+                             config.at("mask_head_channels").data_ptr<int64_t>(),
+                             config.at("mask_head_channels").data_ptr<int64_t>() +
+                                 config.at("mask_head_channels").numel()))
+                         .score_threshold(config.at("score_threshold").item<double>())
+                         .nms_threshold(config.at("nms_threshold").item<double>())
+                         .detections_per_image(config.at("detections_per_image").item<int64_t>())
+                         .masks(masks));
   const auto weights = LoadGoldenCases("weights", kGolden);
   size_t loaded = 0;
   {
@@ -323,15 +322,51 @@ TEST(RoiHeadsTest, EmptyDetectionsAreShapedTensors) {
   }
 }
 
-TEST(RoiHeadsTest, TrainingWithoutTargetsIsAnError) {
+// Targets select the losses, not the module's mode (as in the RPN): the same losses in eval
+// mode, detections in training mode.
+TEST(RoiHeadsTest, TargetsSelectLossesWhateverTheMode) {
   GoldenSetup s = LoadSetup(at::kCPU);
+  s.heads->eval();
+  const auto train = Golden("train", "both");
+  const auto gt = Golden("targets", "batch");
+  const std::vector<InstanceTargets> targets = {
+      {gt.at("gt_boxes0"), gt.at("gt_labels0"), gt.at("gt_masks0")},
+      {gt.at("gt_boxes1"), gt.at("gt_labels1"), gt.at("gt_masks1")}};
+  const RoiHeadsOutput losses = s.heads->forward(
+      s.features, {train.at("proposals0"), train.at("proposals1")}, s.image_sizes, &targets);
+  EXPECT_TRUE(losses.detections.empty());
+  ASSERT_EQ(losses.losses.size(), 3u);
+  for (const char* name : {"loss_classifier", "loss_box_reg", "loss_mask"}) {
+    const double expected = train.at(name).item<double>();
+    EXPECT_NEAR(losses.losses.at(name).item<double>(), expected, 1e-4 * expected) << name;
+  }
+
   s.heads->train();
+  const auto eval = Golden("eval", "batch");
+  torch::NoGradGuard no_grad;
+  const RoiHeadsOutput detections = s.heads->forward(
+      s.features, {eval.at("proposals0"), eval.at("proposals1")}, s.image_sizes, nullptr);
+  EXPECT_TRUE(detections.losses.empty());
+  ASSERT_EQ(detections.detections.size(), 2u);
+  EXPECT_TRUE(at::equal(detections.detections[1].labels, eval.at("labels1")));
+}
+
+TEST(RoiHeadsTest, MismatchedInputsAreErrors) {
+  GoldenSetup s = LoadSetup(at::kCPU);
+  const std::vector<InstanceTargets> one(1);
+  const std::vector<at::Tensor> two_images = {at::zeros({0, 4}), at::zeros({0, 4})};
+  ops::ExpectError([&] { s.heads->forward(s.features, two_images, s.image_sizes, &one); },
+                   "RoiHeads: 1 InstanceTargets for 2 images");
   ops::ExpectError(
       [&] {
-        s.heads->forward(s.features, {at::zeros({0, 4}), at::zeros({0, 4})}, s.image_sizes,
-                         nullptr);
+        s.heads->forward(s.features, {at::zeros({0, 4})}, s.image_sizes, nullptr);
       },
-      "training needs one InstanceTargets per image (2), got none");
+      "RoiHeads: 1 proposal tensors for a batch of 2");
+  const std::vector<InstanceTargets> no_masks = {
+      {at::zeros({0, 4}), at::zeros({0}, at::kLong), {}},
+      {at::zeros({0, 4}), at::zeros({0}, at::kLong), {}}};
+  ops::ExpectError([&] { s.heads->forward(s.features, two_images, s.image_sizes, &no_masks); },
+                   "RoiHeads: targets[0] needs masks [G, H, W] for the mask branch");
 }
 
 }  // namespace
