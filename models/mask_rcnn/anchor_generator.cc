@@ -51,6 +51,8 @@ at::Tensor AnchorGenerator::Anchors(int64_t batch_height, int64_t batch_width,
               features.size(), " feature maps for ", NumLevels(), " anchor levels");
   TORCH_CHECK(batch_height > 0 && batch_width > 0,
               "AnchorGenerator: batch size must be positive, got ", batch_height, "x", batch_width);
+  const at::ScalarType dtype =
+      features.front().scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   std::vector<at::Tensor> levels;
   levels.reserve(features.size());
   for (size_t level = 0; level < features.size(); ++level) {
@@ -68,8 +70,9 @@ at::Tensor AnchorGenerator::Anchors(int64_t batch_height, int64_t batch_width,
     const at::Tensor shift_y = at::arange(height, index) * (batch_height / height);
     const at::Tensor sx = shift_x.unsqueeze(0).expand({height, width}).reshape(-1);
     const at::Tensor sy = shift_y.unsqueeze(1).expand({height, width}).reshape(-1);
-    const at::Tensor shifts = at::stack({sx, sy, sx, sy}, 1).to(at::kFloat);
-    const at::Tensor cell = cell_anchors_[level].to(feature.device());
+    const at::Tensor shifts = at::stack({sx, sy, sx, sy}, 1).to(dtype);
+    // Computed in float, then converted, as torchvision's set_cell_anchors does.
+    const at::Tensor cell = cell_anchors_[level].to(feature.device(), dtype);
     levels.push_back((shifts.unsqueeze(1) + cell.unsqueeze(0)).reshape({-1, 4}));
   }
   return at::cat(levels, 0);

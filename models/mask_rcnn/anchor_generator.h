@@ -32,7 +32,8 @@ class AnchorGenerator {
   // The anchors of a batch padded to batch_height x batch_width with these feature maps (one
   // per level, [N, C, H_l, W_l]): [sum_l H_l * W_l * A_l, 4] x1, y1, x2, y2, level by level,
   // location by location (row-major), the A_l anchors of a location together. The same for
-  // every image of the batch; on the features' device, float.
+  // every image of the batch; on the features' device, in their dtype when it is float or double
+  // (as torchvision), float for half and bfloat16 features (too few mantissa bits for pixels).
   at::Tensor Anchors(int64_t batch_height, int64_t batch_width,
                      const std::vector<at::Tensor>& features) const;
 

@@ -66,6 +66,13 @@ TEST(AnchorGeneratorTest, ShiftsAreRowMajorWithEachLocationsAnchorsTogether) {
   }
   expected.insert(expected.end(), {-2, -2, 2, 2, 4, -2, 8, 2});
   EXPECT_TRUE(at::equal(anchors, Boxes(expected))) << anchors;
+  // Double features get double anchors (as in torchvision), half ones float.
+  EXPECT_TRUE(at::equal(
+      generator.Anchors(10, 13, {at::zeros({1, 1, 3, 4}, at::kDouble), at::zeros({1, 1, 1, 2})}),
+      Boxes(expected).to(at::kDouble)));
+  EXPECT_TRUE(at::equal(
+      generator.Anchors(10, 13, {at::zeros({1, 1, 3, 4}, at::kHalf), at::zeros({1, 1, 1, 2})}),
+      Boxes(expected)));
 }
 
 TEST(AnchorGeneratorTest, MatchesTorchvision) {

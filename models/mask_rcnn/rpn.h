@@ -3,13 +3,16 @@
 // anchor, proposals by per-level top-k, decoding, clipping, small/low-score removal and NMS per
 // level, and in training the objectness (BCE) and box (smooth L1, beta 1/9) losses over
 // anchors matched 0.7/0.3 with low-quality matches and sampled 256 per image at 50% positives.
-// Differences from torchvision, none of which changes a float result beyond the order of ties:
+// Differences from torchvision, none of which changes a float32 result beyond the order of ties:
 // - NMS per level is always ops::BatchedNms's coordinate-offset form; torchvision on the CPU
 //   runs one NMS per level when more than 1,000 boxes remain and then sorts the kept boxes by
 //   score with an unstable sort, so proposals of exactly equal scores may come in another order
 //   (the same boxes; rpn_test compares equal-score runs in either order);
-// - anchors and the boxes decoded from them are float whatever the features' dtype (torchvision
-//   uses the features' dtype), and ground-truth boxes are converted to them;
+// - anchors (and so proposals) are in the features' dtype for float and double, as in
+//   torchvision, but float for half and bfloat16 features; ground-truth boxes are converted to
+//   the anchors' dtype;
+// - labels are in the objectness' dtype, so in double the objectness loss is double
+//   (torchvision's labels are always float32, and its loss then float32);
 // - the head's conv is one Conv2d named "conv" (torchvision's state dicts of RPNHead version 2
 //   call it "conv.0.0"; version 1, which torchvision still loads, "conv").
 #ifndef VISION_MODELS_MASK_RCNN_RPN_H_

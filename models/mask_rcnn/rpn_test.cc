@@ -46,10 +46,12 @@ std::map<std::string, at::Tensor> HeadParameters(RpnHead& head) {
           {"bbox_pred_bias", head->bbox_pred->bias}};
 }
 
-Setup Build(const Case& t, const at::Device& device, bool every_anchor_sampled) {
+// In `dtype`: the golden float inputs and weights converted, as the golden script converts them.
+Setup Build(const Case& t, const at::Device& device, at::ScalarType dtype,
+            bool every_anchor_sampled) {
   Setup s;
   for (int l = 0; t.count("feature" + std::to_string(l)); ++l) {
-    s.features.push_back(t.at("feature" + std::to_string(l)).to(device));
+    s.features.push_back(t.at("feature" + std::to_string(l)).to(device, dtype));
   }
   const at::Tensor top_n = t.at("top_n");
   const at::Tensor thresholds = t.at("thresholds");
@@ -69,7 +71,7 @@ Setup Build(const Case& t, const at::Device& device, bool every_anchor_sampled) 
   }
   s.rpn = RegionProposalNetwork(options);
   for (auto& [name, parameter] : HeadParameters(s.rpn->head)) {
-    parameter.set_data(t.at(name).clone());
+    parameter.set_data(t.at(name).to(dtype));
   }
   s.rpn->to(device);
   s.batch_height = t.at("batch_hw")[0].item<int64_t>();
@@ -77,7 +79,7 @@ Setup Build(const Case& t, const at::Device& device, bool every_anchor_sampled) 
   const at::Tensor sizes = t.at("image_sizes");
   for (int64_t i = 0; i < sizes.size(0); ++i) {
     s.image_sizes.emplace_back(sizes[i][0].item<int64_t>(), sizes[i][1].item<int64_t>());
-    s.gt_boxes.push_back(t.at("gt" + std::to_string(i)).to(device));
+    s.gt_boxes.push_back(t.at("gt" + std::to_string(i)).to(device, dtype));
   }
   return s;
 }
@@ -100,7 +102,7 @@ at::Tensor OrderTies(const at::Tensor& boxes, const at::Tensor& scores) {
 
 // Same count and order (rows of equal scores in either order), coordinates within tolerance.
 void ExpectProposals(const std::vector<at::Tensor>& actual, const Case& t,
-                     const std::string& mode) {
+                     const std::string& mode, at::ScalarType dtype) {
   const std::string prefix = mode + "_proposals";
   EXPECT_EQ(t.count(prefix + std::to_string(actual.size())), 0u) << "fewer images than expected";
   for (size_t i = 0; i < actual.size(); ++i) {
@@ -108,6 +110,7 @@ void ExpectProposals(const std::vector<at::Tensor>& actual, const Case& t,
     const at::Tensor& expected = t.at(prefix + std::to_string(i));
     const at::Tensor& scores = t.at(mode + "_scores" + std::to_string(i));
     EXPECT_FALSE(actual[i].requires_grad());
+    EXPECT_EQ(actual[i].scalar_type(), dtype);
     ASSERT_EQ(actual[i].sizes(), expected.sizes());
     EXPECT_LE(ops::MaxDiff(OrderTies(actual[i], scores), OrderTies(expected, scores)),
               kProposalTolerance);
@@ -123,30 +126,33 @@ void ExpectLoss(const at::Tensor& actual, const at::Tensor& expected) {
 }
 
 // Eval-mode proposals, train-mode proposals, losses with every labelled anchor sampled and the
-// head's gradients, and losses with torchvision's default sampling from the same seed.
-void CheckCase(const Case& t, const at::Device& device) {
-  Setup s = Build(t, device, /*every_anchor_sampled=*/true);
+// head's gradients (the golden keys with `prefix`), and in float losses with torchvision's
+// default sampling from the same seed.
+void CheckCase(const Case& t, const at::Device& device, at::ScalarType dtype,
+               const std::string& prefix) {
+  Setup s = Build(t, device, dtype, /*every_anchor_sampled=*/true);
   s.rpn->eval();
   const RpnOutput eval =
       s.rpn->forward(s.features, s.batch_height, s.batch_width, s.image_sizes, nullptr);
   EXPECT_TRUE(eval.losses.empty());
-  ExpectProposals(eval.proposals, t, "eval");
+  ExpectProposals(eval.proposals, t, prefix + "eval", dtype);
 
   s.rpn->train();
   const RpnOutput train =
       s.rpn->forward(s.features, s.batch_height, s.batch_width, s.image_sizes, &s.gt_boxes);
-  ExpectProposals(train.proposals, t, "train");
+  ExpectProposals(train.proposals, t, prefix + "train", dtype);
   ASSERT_EQ(train.losses.size(), 2u);
-  ExpectLoss(train.losses.at("loss_objectness"), t.at("loss_objectness"));
-  ExpectLoss(train.losses.at("loss_rpn_box_reg"), t.at("loss_rpn_box_reg"));
+  ExpectLoss(train.losses.at("loss_objectness"), t.at(prefix + "loss_objectness"));
+  ExpectLoss(train.losses.at("loss_rpn_box_reg"), t.at(prefix + "loss_rpn_box_reg"));
   (train.losses.at("loss_objectness") + train.losses.at("loss_rpn_box_reg")).backward();
   for (auto& [name, parameter] : HeadParameters(s.rpn->head)) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(parameter.grad().defined());
-    EXPECT_LE(ops::MaxDiff(parameter.grad(), t.at("grad_" + name)), kGradientTolerance);
+    EXPECT_LE(ops::MaxDiff(parameter.grad(), t.at(prefix + "grad_" + name)), kGradientTolerance);
   }
+  if (dtype != at::kFloat) return;
 
-  Setup sampled = Build(t, device, /*every_anchor_sampled=*/false);
+  Setup sampled = Build(t, device, dtype, /*every_anchor_sampled=*/false);
   sampled.rpn->train();
   at::manual_seed(t.at("sampled_seed").item<int64_t>());
   const RpnOutput losses = sampled.rpn->forward(sampled.features, sampled.batch_height,
@@ -161,15 +167,21 @@ TEST(RegionProposalNetworkTest, MatchesTorchvision) {
   ASSERT_EQ(cases.size(), 2u);
   for (const auto& [name, t] : cases) {
     SCOPED_TRACE(name);
-    CheckCase(t, at::kCPU);
+    CheckCase(t, at::kCPU, at::kFloat, "");
   }
+}
+
+// The model's parity test runs in double: anchors, proposals, losses and gradients follow.
+TEST(RegionProposalNetworkTest, MatchesTorchvisionInDouble) {
+  const Case t = ops::LoadGoldenCases("rpn", kGolden).at("multiple_of_32");
+  CheckCase(t, at::kCPU, at::kDouble, "double_");
 }
 
 TEST(RegionProposalNetworkTest, CudaMatchesTorchvision) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
   for (const auto& [name, t] : ops::LoadGoldenCases("rpn", kGolden)) {
     SCOPED_TRACE(name);
-    CheckCase(t, at::Device(at::kCUDA));
+    CheckCase(t, at::Device(at::kCUDA), at::kFloat, "");
   }
 }
 

@@ -19,8 +19,11 @@ A plain dict of tensors (torch::pickle_load reads it). Keys are "<op>.<case>.<na
     their scores eval_scores<i>, train_scores<i> (torchvision orders equal scores arbitrarily),
     loss_objectness, loss_rpn_box_reg, grad_<weight name> (train mode, every labelled anchor
     sampled, gradients of the summed losses), and with the default sampling (256 at 0.5) after
-    torch.manual_seed(sampled_seed): sampled_loss_objectness, sampled_loss_rpn_box_reg.
+    torch.manual_seed(sampled_seed): sampled_loss_objectness, sampled_loss_rpn_box_reg; in
+    multiple_of_32, the every-anchor outputs again from the same network and inputs in float64,
+    prefixed double_.
 """
+import copy
 import os
 from collections import OrderedDict
 
@@ -64,7 +67,8 @@ def sampler_cases(put):
     for seed, (case, (batch, fraction, image_labels)) in enumerate(cases.items()):
         torch.manual_seed(seed + 100)
         pos, neg = BalancedPositiveNegativeSampler(batch, fraction)(image_labels)
-        put("sampler", case, seed=torch.tensor(seed + 100), batch_size_per_image=torch.tensor(batch),
+        put("sampler", case, seed=torch.tensor(seed + 100),
+            batch_size_per_image=torch.tensor(batch),
             positive_fraction=torch.tensor(fraction, dtype=torch.float64))
         for i, (lab, p, n) in enumerate(zip(image_labels, pos, neg)):
             put("sampler", case, **{f"labels{i}": lab, f"pos{i}": p, f"neg{i}": n})
@@ -93,9 +97,11 @@ def anchor_cases(put):
                                     f"cell{level}": generator.cell_anchors[level]})
 
 
-def rpn_case(put, case, channels, batch_hw, image_sizes, feature_hw, gt_boxes, top_n, nms, score):
+def rpn_case(put, case, channels, batch_hw, image_sizes, feature_hw, gt_boxes, top_n, nms, score,
+             with_double):
     pre_train, pre_test, post_train, post_test = top_n
-    anchor_generator = AnchorGenerator(((32,), (64,), (128,), (256,), (512,)), ((0.5, 1.0, 2.0),) * 5)
+    anchor_generator = AnchorGenerator(((32,), (64,), (128,), (256,), (512,)),
+                                       ((0.5, 1.0, 2.0),) * 5)
     head = RPNHead(channels, 3)
     # Larger than the N(0, 0.01) initialisation, so scores and deltas spread (no near-ties).
     with torch.no_grad():
@@ -105,7 +111,8 @@ def rpn_case(put, case, channels, batch_hw, image_sizes, feature_hw, gt_boxes, t
     def make_rpn(batch_size_per_image, positive_fraction):
         return RegionProposalNetwork(
             anchor_generator, head, 0.7, 0.3, batch_size_per_image, positive_fraction,
-            dict(training=pre_train, testing=pre_test), dict(training=post_train, testing=post_test),
+            dict(training=pre_train, testing=pre_test),
+            dict(training=post_train, testing=post_test),
             nms, score_thresh=score)
 
     features = OrderedDict((str(l), torch.randn(len(image_sizes), channels, h, w))
@@ -115,25 +122,49 @@ def rpn_case(put, case, channels, batch_hw, image_sizes, feature_hw, gt_boxes, t
     total_anchors = sum(h * w * 3 for h, w in feature_hw) * len(image_sizes)
     every = 4 * total_anchors  # more than the anchors: every labelled anchor is sampled
 
-    rpn = make_rpn(every, 0.5).eval()
-    # The proposals' scores, which forward drops: they tell which proposals tie.
-    filter_proposals = rpn.filter_proposals
-    scores = []
+    def every_anchor_run(head):
+        """Eval and train proposals with their scores (forward drops them; they tell which
+        proposals tie), losses with every labelled anchor sampled, gradients of their sum."""
+        dtype = head.cls_logits.weight.dtype
+        rpn = RegionProposalNetwork(
+            anchor_generator, head, 0.7, 0.3, every, 0.5,
+            dict(training=pre_train, testing=pre_test),
+            dict(training=post_train, testing=post_test),
+            nms, score_thresh=score).eval()
+        filter_proposals = rpn.filter_proposals
+        scores = []
 
-    def filter_and_keep_scores(*args):
-        boxes, image_scores = filter_proposals(*args)
-        scores.append([s.detach() for s in image_scores])
-        return boxes, image_scores
+        def filter_and_keep_scores(*args):
+            boxes, image_scores = filter_proposals(*args)
+            scores.append([s.detach() for s in image_scores])
+            return boxes, image_scores
 
-    rpn.filter_proposals = filter_and_keep_scores
-    with torch.no_grad():
-        eval_boxes, eval_losses = rpn(images, features)
-    assert not eval_losses
-    rpn.train()
-    train_boxes, losses = rpn(images, features, targets)
-    eval_scores, train_scores = scores
-    head.zero_grad()
-    (losses["loss_objectness"] + losses["loss_rpn_box_reg"]).backward()
+        rpn.filter_proposals = filter_and_keep_scores
+        typed = OrderedDict((k, f.to(dtype)) for k, f in features.items())
+        with torch.no_grad():
+            eval_boxes, eval_losses = rpn(images, typed)
+        assert not eval_losses
+        rpn.train()
+        train_boxes, losses = rpn(images, typed, [dict(boxes=b.to(dtype)) for b in gt_boxes])
+        head.zero_grad()
+        (losses["loss_objectness"] + losses["loss_rpn_box_reg"]).backward()
+        out = {name: value.detach() for name, value in losses.items()}
+        for name, p in head_params(head).items():
+            out[f"grad_{name}"] = p.grad.clone()
+        for i in range(len(image_sizes)):
+            out[f"eval_proposals{i}"] = eval_boxes[i]
+            out[f"eval_scores{i}"] = scores[0][i]
+            out[f"train_proposals{i}"] = train_boxes[i].detach()
+            out[f"train_scores{i}"] = scores[1][i]
+        return out
+
+    double_head = copy.deepcopy(head).double()
+    put("rpn", case, **every_anchor_run(head))
+    if with_double:
+        # The same network and inputs in float64 (the model's parity test runs in double). Its
+        # loss_objectness is float32: torchvision's labels are float32 and
+        # binary_cross_entropy_with_logits keeps the target's dtype.
+        put("rpn", case, **{f"double_{k}": v for k, v in every_anchor_run(double_head).items()})
     sampled_seed = 7
     torch.manual_seed(sampled_seed)
     _, sampled_losses = make_rpn(256, 0.5).train()(images, features, targets)
@@ -141,22 +172,15 @@ def rpn_case(put, case, channels, batch_hw, image_sizes, feature_hw, gt_boxes, t
     put("rpn", case, batch_hw=torch.tensor(batch_hw), image_sizes=torch.tensor(image_sizes),
         top_n=torch.tensor(top_n), sampling=torch.tensor([every, 0.5], dtype=torch.float64),
         thresholds=torch.tensor([nms, score, 0.7, 0.3], dtype=torch.float64),
-        loss_objectness=losses["loss_objectness"].detach(),
-        loss_rpn_box_reg=losses["loss_rpn_box_reg"].detach(),
         sampled_seed=torch.tensor(sampled_seed),
         sampled_loss_objectness=sampled_losses["loss_objectness"].detach(),
         sampled_loss_rpn_box_reg=sampled_losses["loss_rpn_box_reg"].detach())
     for name, p in head_params(head).items():
-        put("rpn", case, **{name: p.detach().clone(), f"grad_{name}": p.grad.clone()})
+        put("rpn", case, **{name: p.detach().clone()})
     for l, f in enumerate(features.values()):
         put("rpn", case, **{f"feature{l}": f})
     for i in range(len(image_sizes)):
-        put("rpn", case, **{f"gt{i}": gt_boxes[i], f"eval_proposals{i}": eval_boxes[i],
-                            f"eval_scores{i}": eval_scores[i],
-                            f"train_proposals{i}": train_boxes[i].detach(),
-                            f"train_scores{i}": train_scores[i]})
-    print(case, [len(b) for b in eval_boxes], [len(b) for b in train_boxes],
-          {k: float(v) for k, v in losses.items()}, {k: float(v) for k, v in sampled_losses.items()})
+        put("rpn", case, **{f"gt{i}": gt_boxes[i]})
 
 
 def main():
@@ -177,13 +201,15 @@ def main():
     # truth (all its anchors are negatives). Default test top-n; small training top-n.
     rpn_case(put, "multiple_of_32", 8, (96, 128), [(96, 128), (80, 101)],
              [(24, 32), (12, 16), (6, 8), (3, 4), (2, 2)],
-             [random_boxes(3, 96, 128, 8, 60), torch.zeros(0, 4)], (300, 1000, 200, 1000), 0.7, 0.0)
+             [random_boxes(3, 96, 128, 8, 60), torch.zeros(0, 4)], (300, 1000, 200, 1000), 0.7, 0.0,
+             with_double=True)
     # A batch that is no multiple of 32 (strides 4x3, 7x7, ...), a score threshold, small top-n,
     # a tiny ground-truth box among larger ones.
     gt1 = torch.cat([random_boxes(3, 77, 121, 10, 70), torch.tensor([[40.0, 30.0, 43.0, 32.5]])])
     rpn_case(put, "non_multiple", 8, (100, 130), [(100, 130), (77, 121)],
              [(25, 33), (13, 17), (7, 9), (4, 5), (2, 3)],
-             [random_boxes(2, 100, 130, 20, 90), gt1], (150, 200, 100, 120), 0.6, 0.4)
+             [random_boxes(2, 100, 130, 20, 90), gt1], (150, 200, 100, 120), 0.6, 0.4,
+             with_double=False)
     torch.save(golden, os.path.join(HERE, "rpn_golden.pth"))
 
 
