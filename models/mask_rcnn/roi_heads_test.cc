@@ -113,7 +113,8 @@ TEST(RoiHeadsTest, MaskTargetsMatchTorchvision) {
   }
 }
 
-// The golden file's RoI heads, weights and inputs on `device`.
+// The golden file's RoI heads, weights and inputs on `device` in `dtype` (the golden is float;
+// double, the model's parity precision, matches it within the same tolerances).
 struct GoldenSetup {
   RoiHeads heads{nullptr};
   std::vector<at::Tensor> features;
@@ -121,7 +122,8 @@ struct GoldenSetup {
 };
 
 // masks = false: a Faster R-CNN with the golden file's box branch.
-GoldenSetup LoadSetup(const at::Device& device, bool masks = true) {
+GoldenSetup LoadSetup(const at::Device& device, bool masks = true,
+                      at::ScalarType dtype = at::kFloat) {
   const auto config = Golden("config", "heads");
   GoldenSetup s;
   s.heads = RoiHeads(RoiHeadsOptions()
@@ -154,10 +156,12 @@ GoldenSetup LoadSetup(const at::Device& device, bool masks = true) {
     if (masks || module.rfind("box_", 0) == 0) golden_count += tensors.size();
   }
   EXPECT_EQ(loaded, golden_count) << "torchvision has parameters we lack";
-  s.heads->to(device);
+  s.heads->to(device, dtype);
 
   const auto f = Golden("features", "batch");
-  for (const char* level : {"p2", "p3", "p4", "p5"}) s.features.push_back(f.at(level).to(device));
+  for (const char* level : {"p2", "p3", "p4", "p5"}) {
+    s.features.push_back(f.at(level).to(device, dtype));
+  }
   const at::Tensor sizes = f.at("image_sizes");
   for (int64_t i = 0; i < sizes.size(0); ++i) {
     s.image_sizes.emplace_back(sizes[i][0].item<int64_t>(), sizes[i][1].item<int64_t>());
@@ -165,13 +169,13 @@ GoldenSetup LoadSetup(const at::Device& device, bool masks = true) {
   return s;
 }
 
-void ExpectDetectionsMatchTorchvision(const at::Device& device) {
-  GoldenSetup s = LoadSetup(device);
+void ExpectDetectionsMatchTorchvision(const at::Device& device, at::ScalarType dtype) {
+  GoldenSetup s = LoadSetup(device, /*masks=*/true, dtype);
   s.heads->eval();
   const auto golden = Golden("eval", "batch");
   std::vector<at::Tensor> proposals;
   for (int i = 0; i < 2; ++i) {
-    proposals.push_back(golden.at("proposals" + std::to_string(i)).to(device));
+    proposals.push_back(golden.at("proposals" + std::to_string(i)).to(device, dtype));
   }
   torch::NoGradGuard no_grad;
   const RoiHeadsOutput out = s.heads->forward(s.features, proposals, s.image_sizes, nullptr);
@@ -190,15 +194,21 @@ void ExpectDetectionsMatchTorchvision(const at::Device& device) {
   }
 }
 
-TEST(RoiHeadsTest, DetectionsMatchTorchvision) { ExpectDetectionsMatchTorchvision(at::kCPU); }
+TEST(RoiHeadsTest, DetectionsMatchTorchvision) {
+  ExpectDetectionsMatchTorchvision(at::kCPU, at::kFloat);
+}
+
+TEST(RoiHeadsTest, DetectionsMatchTorchvisionInDouble) {
+  ExpectDetectionsMatchTorchvision(at::kCPU, at::kDouble);
+}
 
 TEST(RoiHeadsTest, DetectionsMatchTorchvisionOnCuda) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
-  ExpectDetectionsMatchTorchvision(at::Device(at::kCUDA, 0));
+  ExpectDetectionsMatchTorchvision(at::Device(at::kCUDA, 0), at::kFloat);
 }
 
-void ExpectLossesMatchTorchvision(const at::Device& device) {
-  GoldenSetup s = LoadSetup(device);
+void ExpectLossesMatchTorchvision(const at::Device& device, at::ScalarType dtype) {
+  GoldenSetup s = LoadSetup(device, /*masks=*/true, dtype);
   s.heads->train();
   const auto targets_golden = Golden("targets", "batch");
   for (const char* case_name : {"both", "one_empty", "no_positive"}) {
@@ -208,14 +218,14 @@ void ExpectLossesMatchTorchvision(const at::Device& device) {
     std::vector<InstanceTargets> targets;
     for (int i = 0; i < 2; ++i) {
       const std::string n = std::to_string(i);
-      proposals.push_back(golden.at("proposals" + n).to(device));
+      proposals.push_back(golden.at("proposals" + n).to(device, dtype));
       const auto [height, width] = s.image_sizes[i];
       if (golden.at("has_gt")[i].item<bool>()) {
-        targets.push_back({targets_golden.at("gt_boxes" + n).to(device),
+        targets.push_back({targets_golden.at("gt_boxes" + n).to(device, dtype),
                            targets_golden.at("gt_labels" + n).to(device),
                            targets_golden.at("gt_masks" + n).to(device)});
       } else {
-        targets.push_back({at::zeros({0, 4}, at::device(device)),
+        targets.push_back({at::zeros({0, 4}, at::device(device).dtype(dtype)),
                            at::zeros({0}, at::device(device).dtype(at::kLong)),
                            at::zeros({0, height, width}, at::device(device).dtype(at::kByte))});
       }
@@ -260,11 +270,17 @@ void ExpectLossesMatchTorchvision(const at::Device& device) {
   }
 }
 
-TEST(RoiHeadsTest, LossesAndGradientsMatchTorchvision) { ExpectLossesMatchTorchvision(at::kCPU); }
+TEST(RoiHeadsTest, LossesAndGradientsMatchTorchvision) {
+  ExpectLossesMatchTorchvision(at::kCPU, at::kFloat);
+}
+
+TEST(RoiHeadsTest, LossesAndGradientsMatchTorchvisionInDouble) {
+  ExpectLossesMatchTorchvision(at::kCPU, at::kDouble);
+}
 
 TEST(RoiHeadsTest, LossesAndGradientsMatchTorchvisionOnCuda) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
-  ExpectLossesMatchTorchvision(at::Device(at::kCUDA, 0));
+  ExpectLossesMatchTorchvision(at::Device(at::kCUDA, 0), at::kFloat);
 }
 
 // Without the mask branch the box branch computes what torchvision's does with it: the same
