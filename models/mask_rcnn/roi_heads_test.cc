@@ -317,6 +317,42 @@ TEST(RoiHeadsTest, WithoutMasksTheBoxBranchMatchesTorchvision) {
   }
 }
 
+// More candidates than batch_size_per_image: 16 sampled RoIs, a quarter positive. With zero
+// class weights and biases (1, 0, 0, 0) every negative's cross-entropy is log(e + 3) - 1 and
+// every positive's log(e + 3), so the loss's mean reveals the sampled mix: log(e + 3) - 3/4
+// for 4 positives and 12 negatives. With one positive candidate only (the ground truth
+// itself), it is 1 positive and 15 negatives.
+TEST(RoiHeadsTest, SamplingKeepsThePositiveFraction) {
+  at::manual_seed(11);
+  RoiHeads heads(RoiHeadsOptions()
+                     .in_channels(2)
+                     .num_classes(4)
+                     .representation_size(8)
+                     .mask_head_channels({2})
+                     .batch_size_per_image(16)
+                     .positive_fraction(0.25));
+  {
+    torch::NoGradGuard no_grad;
+    heads->cls_score->weight.zero_();
+    heads->cls_score->bias.copy_(at::tensor({1.f, 0.f, 0.f, 0.f}));
+  }
+  std::vector<at::Tensor> features;
+  for (int64_t size : {16, 8, 4, 2}) features.push_back(at::randn({1, 2, size, size}));
+  const at::Tensor gt = at::tensor({10.f, 10.f, 40.f, 40.f}).view({1, 4});
+  const at::Tensor far = at::tensor({45.f, 45.f, 60.f, 60.f}).view({1, 4}).repeat({40, 1});
+  const std::vector<InstanceTargets> targets = {
+      {gt, at::tensor({2}, at::kLong), at::ones({1, 64, 64}, at::kByte)}};
+  const double log_sum = std::log(std::exp(1.0) + 3.0);
+  for (const int64_t near_copies : {30, 0}) {
+    SCOPED_TRACE(near_copies);
+    const at::Tensor proposals = at::cat({gt.repeat({near_copies, 1}) + 1.0f, far});
+    const RoiHeadsOutput out = heads->forward(features, {proposals}, {{64, 64}}, &targets);
+    const double positives = near_copies > 0 ? 4.0 : 1.0;
+    EXPECT_NEAR(out.losses.at("loss_classifier").item<double>(), log_sum - (16 - positives) / 16,
+                1e-6);
+  }
+}
+
 // No detection survives (a threshold no softmax score exceeds) and the second image has no
 // proposals: every output is empty with its documented shape and dtype.
 TEST(RoiHeadsTest, EmptyDetectionsAreShapedTensors) {
