@@ -136,16 +136,16 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
   // As the RPN: targets ask for the losses (sampling included), no targets for detections,
   // whatever the module's mode (nothing here behaves differently in training), so losses on a
   // validation set need no mode switch.
-  const bool training = targets != nullptr;
-  TORCH_CHECK(!training || targets->size() == num_images, kOp, ": ", targets->size(),
+  const bool with_losses = targets != nullptr;
+  TORCH_CHECK(!with_losses || targets->size() == num_images, kOp, ": ", targets->size(),
               " InstanceTargets for ", num_images, " images");
   const int64_t num_classes = options_.num_classes();
   const ops::BoxCoder coder = RoiBoxCoder();
 
-  // Training: the RoIs are the sampled proposals plus ground-truth boxes.
+  // With targets the RoIs are sampled from the proposals plus the ground-truth boxes.
   std::vector<SampledRois> sampled(num_images);
   std::vector<at::Tensor> rois(num_images);
-  if (training) {
+  if (with_losses) {
     const Matcher matcher(options_.fg_iou_threshold(), options_.bg_iou_threshold(),
                           /*allow_low_quality_matches=*/false);
     std::vector<at::Tensor> candidates(num_images), labels(num_images), matches(num_images);
@@ -212,7 +212,7 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
   };
 
   RoiHeadsOutput output;
-  if (training) {
+  if (with_losses) {
     std::vector<at::Tensor> labels, positive_rows, positive_labels, regression_targets;
     int64_t offset = 0;
     for (const SampledRois& s : sampled) {
