@@ -1,0 +1,109 @@
+"""torchvision 0.26's Mask R-CNN R50-FPN (maskrcnn_resnet50_fpn's architecture: frozen
+BatchNorm, trainable layers 2-4, 91 classes) in PyTorch 2.11: writes its seeded weights and a
+batch of synthetic images with instance targets for //models/mask_rcnn:mask_rcnn_benchmark, then
+times the same work: training steps (forward, backward, SGD step) and inference (detections and
+masks pasted at the image size). Run by benchmarks/mask_rcnn_step.sh. The images enter
+normalised and padded, bypassing GeneralizedRCNNTransform, as they enter our model from the
+data pipeline."""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torchvision.models import resnet50
+from torchvision.models.detection import MaskRCNN
+from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
+from torchvision.models.detection.image_list import ImageList
+from torchvision.models.detection.roi_heads import paste_masks_in_image
+from torchvision.ops import misc as misc_nn_ops
+
+
+def build():
+    torch.manual_seed(0)
+    body = resnet50(weights=None, norm_layer=misc_nn_ops.FrozenBatchNorm2d)
+    return MaskRCNN(_resnet_fpn_extractor(body, 3), num_classes=91)
+
+
+def make_batch(size, batch, seed):
+    g = torch.Generator().manual_seed(seed)
+    images = torch.zeros(batch, 3, size, size)
+    targets = []
+    yy, xx = torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij")
+    for i in range(batch):
+        low = torch.rand(1, 3, size // 16, size // 16, generator=g)
+        image = F.interpolate(low, size=(size, size), mode="bilinear", align_corners=False)[0]
+        boxes, masks, labels = [], [], []
+        for _ in range(6):
+            w, h = (int(torch.randint(size // 10, size // 3, (1,), generator=g)) for _ in range(2))
+            x1 = int(torch.randint(0, size - w, (1,), generator=g))
+            y1 = int(torch.randint(0, size - h, (1,), generator=g))
+            m = (((yy - (y1 + h / 2)) / (h / 2)) ** 2 + ((xx - (x1 + w / 2)) / (w / 2)) ** 2) <= 1
+            image[:, m] = torch.rand(3, 1, generator=g)
+            ys, xs = torch.nonzero(m, as_tuple=True)
+            boxes.append([xs.min().item(), ys.min().item(), xs.max().item() + 1, ys.max().item() + 1])
+            masks.append(m.to(torch.uint8))
+            labels.append(int(torch.randint(1, 91, (1,), generator=g)))
+        mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+        std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+        images[i] = (image - mean) / std
+        targets.append({"boxes": torch.tensor(boxes, dtype=torch.float32),
+                        "labels": torch.tensor(labels), "masks": torch.stack(masks)})
+    return images, targets
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--size", type=int, default=512)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--write", default="")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    model = build()
+    images, targets = make_batch(args.size, args.batch, seed=1)
+    if args.write:
+        torch.save(dict(model.state_dict()), f"{args.write}/weights.pt")
+        case = {"images": images}
+        for i, t in enumerate(targets):
+            for k, v in t.items():
+                case[f"{k}_{i}"] = v
+        torch.save(case, f"{args.write}/case.pt")
+        return
+    sizes = [(args.size, args.size)] * args.batch
+    image_list = ImageList(images, sizes)
+    params = [q for q in model.parameters() if q.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=1e-4, momentum=0.9, weight_decay=1e-4)
+    model.train()
+    times = []
+    for step in range(args.steps + 1):
+        start = time.perf_counter()
+        features = model.backbone(images)
+        proposals, rpn_losses = model.rpn(image_list, features, targets)
+        _, roi_losses = model.roi_heads(features, proposals, sizes, targets)
+        loss = sum({**rpn_losses, **roi_losses}.values())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step > 0:  # the first step warms up allocators and kernels
+            times.append(time.perf_counter() - start)
+    print(f"train step {statistics.median(times):.3f} s")
+    model.eval()
+    times = []
+    with torch.no_grad():
+        for step in range(args.steps + 1):
+            start = time.perf_counter()
+            features = model.backbone(images)
+            proposals, _ = model.rpn(image_list, features)
+            detections, _ = model.roi_heads(features, proposals, sizes)
+            for d, s in zip(detections, sizes):
+                masks = paste_masks_in_image(d["masks"], d["boxes"], s, padding=1) > 0.5
+            if step > 0:
+                times.append(time.perf_counter() - start)
+    print(f"inference {statistics.median(times):.3f} s per batch, "
+          f"{args.batch / statistics.median(times):.2f} images/s")
+
+
+if __name__ == "__main__":
+    main()
