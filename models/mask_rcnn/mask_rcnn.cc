@@ -1,13 +1,13 @@
 #include "models/mask_rcnn/mask_rcnn.h"
 
-#include <algorithm>
-#include <utility>
-
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
-#include <opencv2/core.hpp>
 #include <torch/utils.h>
+
+#include <algorithm>
+#include <opencv2/core.hpp>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -76,9 +76,9 @@ absl::StatusOr<RpnOptions> RpnFromProto(const MaskRCNNOptions::Rpn& r) {
   AnchorGeneratorOptions anchors;
   if (r.anchor_sizes_size() > 0) {
     if (r.anchor_sizes_size() != 5) {
-      return FieldError("rpn.anchor_sizes",
-                        absl::StrCat("needs one size per FPN level P2..P6 (5), got ",
-                                     r.anchor_sizes_size()));
+      return FieldError(
+          "rpn.anchor_sizes",
+          absl::StrCat("needs one size per FPN level P2..P6 (5), got ", r.anchor_sizes_size()));
     }
     std::vector<std::vector<double>> sizes;
     for (float s : r.anchor_sizes()) {
@@ -218,8 +218,9 @@ BackboneWithFpnImpl::BackboneWithFpnImpl(std::shared_ptr<core::Backbone> body_mo
                                          int64_t fpn_channels)
     : body(std::move(body_module)) {
   register_module("body", body);
-  fpn = register_module("fpn", necks::Fpn(necks::FpnOptions(body->OutChannels(), fpn_channels)
-                                              .extra_max_pool_level(true)));
+  fpn = register_module(
+      "fpn",
+      necks::Fpn(necks::FpnOptions(body->OutChannels(), fpn_channels).extra_max_pool_level(true)));
 }
 
 std::vector<at::Tensor> BackboneWithFpnImpl::forward(const at::Tensor& images) {
@@ -262,16 +263,15 @@ absl::StatusOr<std::unique_ptr<MaskRCNN>> MaskRCNN::Create(const MaskRCNNOptions
         absl::StrCat("MaskRCNN: building the network failed: ", e.what_without_backtrace()));
   }
   if (options.has_weights_path()) {
-    const std::string context = absl::StrCat("MaskRCNNOptions.weights_path '",
-                                             options.weights_path(), "'");
+    const std::string context =
+        absl::StrCat("MaskRCNNOptions.weights_path '", options.weights_path(), "'");
     VISION_ASSIGN_OR_RETURN(
         const StateDict state,
         core::WithContext(context, backbones::ReadTorchStateDict(options.weights_path())));
-    VISION_ASSIGN_OR_RETURN(
-        const ImportReport report,
-        core::WithContext(context, ImportTorchvisionMaskRcnn(state, *model,
-                                                             options.strict_weights(),
-                                                             options.weights_path())));
+    VISION_ASSIGN_OR_RETURN(const ImportReport report,
+                            core::WithContext(context, ImportTorchvisionMaskRcnn(
+                                                           state, *model, options.strict_weights(),
+                                                           options.weights_path())));
     if (!report.added.empty()) {
       TORCH_WARN("MaskRCNN: '", options.weights_path(), "' has another number of classes than ",
                  "num_classes = ", config.num_classes, "; its predictor layers are left newly ",
@@ -316,9 +316,8 @@ std::vector<Detections> MaskRCNN::Detect(
 }
 
 std::map<std::string, at::Tensor> MaskRCNN::Losses(const core::Batch& batch) {
-  TORCH_CHECK(batch.instances.size() == batch.samples.size(),
-              "MaskRCNN::Losses: the batch has ", batch.samples.size(), " samples but ",
-              batch.instances.size(),
+  TORCH_CHECK(batch.instances.size() == batch.samples.size(), "MaskRCNN::Losses: the batch has ",
+              batch.samples.size(), " samples but ", batch.instances.size(),
               " sets of instance targets; the loader must run MaskRCNN's target generator");
   const c10::Device device = batch.images.device();
   std::vector<InstanceTargets> targets;
@@ -360,26 +359,28 @@ std::vector<core::Sample> MaskRCNN::Predict(const core::Batch& batch) {
     core::Sample prediction;
     prediction.id = sample.id;
     prediction.image_path = sample.image_path;
-    const int64_t height = sample.original_height > 0
-                               ? sample.original_height
-                               : std::lround(batch.image_sizes[i][0].item<double>() / sample.scale_y);
-    const int64_t width = sample.original_width > 0
-                              ? sample.original_width
-                              : std::lround(batch.image_sizes[i][1].item<double>() / sample.scale_x);
+    const int64_t height =
+        sample.original_height > 0
+            ? sample.original_height
+            : std::lround(batch.image_sizes[i][0].item<double>() / sample.scale_y);
+    const int64_t width =
+        sample.original_width > 0
+            ? sample.original_width
+            : std::lround(batch.image_sizes[i][1].item<double>() / sample.scale_x);
     prediction.original_height = static_cast<int>(height);
     prediction.original_width = static_cast<int>(width);
     // Batch pixels -> original pixels (resizing scaled the image by scale_x, scale_y; crops
     // and pads keep the origin).
-    const at::Tensor scale = at::tensor({sample.scale_x, sample.scale_y, sample.scale_x,
-                                         sample.scale_y},
-                                        d.boxes.options());
+    const at::Tensor scale = at::tensor(
+        {sample.scale_x, sample.scale_y, sample.scale_x, sample.scale_y}, d.boxes.options());
     const at::Tensor boxes = d.boxes / scale;
     at::Tensor masks;
     if (d.mask_probs.defined() && boxes.size(0) > 0) {
-      masks = ops::PasteMasks(d.mask_probs, boxes,
-                              ops::PasteMasksOptions(height, width).threshold(config_.mask_threshold))
-                  .to(at::kCPU, at::kByte)
-                  .contiguous();
+      masks =
+          ops::PasteMasks(d.mask_probs, boxes,
+                          ops::PasteMasksOptions(height, width).threshold(config_.mask_threshold))
+              .to(at::kCPU, at::kByte)
+              .contiguous();
     }
     const at::Tensor boxes_cpu = boxes.to(at::kCPU, at::kFloat).contiguous();
     const at::Tensor scores = d.scores.to(at::kCPU, at::kFloat).contiguous();
@@ -421,10 +422,10 @@ absl::Status MaskRCNN::EnableActivationCheckpointing(const std::vector<std::stri
   std::vector<std::string> in_body;
   for (const std::string& name : submodules) {
     if (!absl::StartsWith(name, "backbone.body.")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "activation checkpointing: MaskRCNN supports backbone stages only "
-          "('backbone.body.layer4'), got '",
-          name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("activation checkpointing: MaskRCNN supports backbone stages only "
+                       "('backbone.body.layer4'), got '",
+                       name, "'"));
     }
     in_body.push_back(name.substr(14));
   }
@@ -470,8 +471,8 @@ absl::StatusOr<ImportReport> ImportTorchvisionMaskRcnn(const StateDict& state, M
     }
     renamed.emplace_back(name, tensor);
   }
-  return backbones::LoadStateDict(renamed, model, strict, absl::StrCat("weights file '", source, "'"),
-                                  reinitialised);
+  return backbones::LoadStateDict(renamed, model, strict,
+                                  absl::StrCat("weights file '", source, "'"), reinitialised);
 }
 
 VISION_REGISTER_PLUGIN(core::ModelRegistry, "MaskRCNN", MaskRCNN, MaskRCNNOptions);

@@ -2,16 +2,16 @@
 // timing the same work as the peer: training steps (forward, backward, SGD step) and inference
 // (detections with masks pasted at the image size, as Predict does). Run by
 // benchmarks/mask_rcnn_step.sh, which prints the two side by side.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/optim/sgd.h>
-#include <torch/utils.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -101,8 +101,7 @@ int Run() {
     const std::vector<core::Sample> predictions = model.Predict(eval_batch);
     if (step > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
-  std::printf("inference %.3f s per batch, %.2f images/s\n", Median(times),
-              batch / Median(times));
+  std::printf("inference %.3f s per batch, %.2f images/s\n", Median(times), batch / Median(times));
   return 0;
 }
 

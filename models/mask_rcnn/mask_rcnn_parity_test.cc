@@ -3,16 +3,16 @@
 // and pasted masks, and the five training losses and the gradients of named parameters with
 // sampling made deterministic. Both sides compute in float64, where rounding noise is far
 // below every tolerance, so a difference is an implementation difference.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/utils.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <ATen/ATen.h>
-#include <gtest/gtest.h>
-#include <torch/utils.h>
 
 #include "core/batch.h"
 #include "core/run_length_mask.h"
@@ -130,7 +130,8 @@ TEST_F(MaskRcnnParityTest, InferenceMatchesTorchvision) {
       }
       ++matched;
       worst_box = std::max(worst_box, candidates[k].item<double>());
-      worst_score = std::max(worst_score, std::abs(d.scores[k].item<double>() - ref_scores[r].item<double>()));
+      worst_score = std::max(worst_score,
+                             std::abs(d.scores[k].item<double>() - ref_scores[r].item<double>()));
       worst_prob = std::max(worst_prob, MaxDiff(d.mask_probs[k], ref_probs[r]));
       EXPECT_NEAR(d.scores[k].item<double>(), ref_scores[r].item<double>(), 1e-4) << r;
       EXPECT_LT(MaxDiff(d.mask_probs[k], ref_probs[r]), 1e-4) << r;
@@ -166,7 +167,8 @@ TEST_F(MaskRcnnParityTest, TrainingLossesAndGradientsMatchTorchvision) {
     targets[i].labels = Get("gt_labels_" + std::to_string(i));
     targets[i].masks = Get("gt_masks_" + std::to_string(i));
   }
-  const std::map<std::string, at::Tensor> losses = model_->LossesFor(Get("images"), Sizes(), targets);
+  const std::map<std::string, at::Tensor> losses =
+      model_->LossesFor(Get("images"), Sizes(), targets);
   ASSERT_EQ(losses.size(), 5u);
   at::Tensor total = at::zeros({});
   for (const char* name :
@@ -190,7 +192,8 @@ TEST_F(MaskRcnnParityTest, TrainingLossesAndGradientsMatchTorchvision) {
     const double scale = std::max(1e-3, MaxAbs(grad));
     std::cout << "gradient of " << name << ": largest difference / largest value "
               << MaxDiff(it->second.grad(), grad) / scale << "\n";
-    EXPECT_LT(MaxDiff(it->second.grad(), grad) / scale, 1e-4) << name << " (max |grad| " << scale << ")";
+    EXPECT_LT(MaxDiff(it->second.grad(), grad) / scale, 1e-4)
+        << name << " (max |grad| " << scale << ")";
   }
 }
 
