@@ -34,6 +34,12 @@ class SegmentationModel : public Model {
 // the argmax over classes is taken. id and image_path are copied from the batch's samples.
 std::vector<Sample> LabelMapsFromScores(const Batch& batch, const at::Tensor& scores);
 
+// The same for one image: `scores` [C, h, w] cover exactly the original image (at any size;
+// resized bilinearly to sample.original_height x original_width when they differ, or kept
+// when the sample states no original size). Multi-scale inference, whose per-image scores
+// are already at the original size, shares this with the single-scale path.
+Sample LabelMapFromScores(const Sample& sample, const at::Tensor& scores);
+
 // The region of image i of `batch` that shows the original image: {height, width} in the
 // batch's pixels (the original size times the sample's scale, clipped to image_sizes[i]).
 std::vector<int64_t> OriginalRegion(const Batch& batch, int64_t i);
