@@ -6,10 +6,24 @@
 #include <ATen/ATen.h>
 #include <opencv2/core.hpp>
 
+#include "absl/strings/str_cat.h"
+
 namespace vision::core {
 
 std::vector<Sample> SegmentationModel::Predict(const Batch& batch) {
   return LabelMapsFromScores(batch, SegmentationLogits(batch.images));
+}
+
+absl::StatusOr<SegmentationModel*> SegmentationModelForInference(Model* model) {
+  auto* segmentation = dynamic_cast<SegmentationModel*>(model);
+  if (segmentation != nullptr) return segmentation;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "evaluation.segmentation_inference is set, but the model (",
+      model == nullptr ? std::string("none") : model->name(),
+      ") is not a semantic segmentation model (core::SegmentationModel): multi-scale, flip and "
+      "sliding-window inference need its per-pixel class scores. Remove "
+      "evaluation.segmentation_inference from the config, or evaluate a model that implements "
+      "core::SegmentationModel"));
 }
 
 std::vector<int64_t> OriginalRegion(const Batch& batch, int64_t i) {

@@ -29,15 +29,8 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
     core::SegmentationModel* segmentation_model = nullptr;
     SegmentationInferenceOptions segmentation_options;
     if (job.segmentation_inference.has_value()) {
-      segmentation_model = dynamic_cast<core::SegmentationModel*>(job.model);
-      if (segmentation_model == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "evaluation.segmentation_inference is set, but the model (", job.model->name(),
-            ") is not a semantic segmentation model (core::SegmentationModel): multi-scale, flip "
-            "and sliding-window inference need its per-pixel class scores. Remove "
-            "evaluation.segmentation_inference from the config, or evaluate a model that "
-            "implements core::SegmentationModel"));
-      }
+      VISION_ASSIGN_OR_RETURN(segmentation_model,
+                              core::SegmentationModelForInference(job.model));
       VISION_ASSIGN_OR_RETURN(segmentation_options,
                               SegmentationInferenceOptionsFromProto(*job.segmentation_inference,
                                                                     options.batch_size));
