@@ -151,16 +151,16 @@ std::string SemanticSegmentationEvaluator::ClassName(int label) const {
 
 absl::Status SemanticSegmentationEvaluator::CheckLabels(const cv::Mat& labels,
                                                         const std::string& sample,
-                                                        const char* role) const {
+                                                        bool is_prediction) const {
   for (int y = 0; y < labels.rows; ++y) {
     const uint8_t* row = labels.ptr<uint8_t>(y);
     for (int x = 0; x < labels.cols; ++x) {
       if (row[x] < num_classes_ || row[x] == kIgnore) continue;
       return absl::InvalidArgumentError(absl::StrCat(
-          "sample '", sample, "': the ", role, " label map has value ", row[x], " at (x=", x,
-          ", y=", y, "), which is neither a class (0..", num_classes_ - 1,
-          ") nor the ignore label 255; ",
-          std::string(role) == "prediction"
+          "sample '", sample, "': the ", is_prediction ? "prediction" : "ground truth",
+          " label map has value ", row[x], " at (x=", x, ", y=", y,
+          "), which is neither a class (0..", num_classes_ - 1, ") nor the ignore label 255; ",
+          is_prediction
               ? absl::StrCat("the model must predict the evaluation dataset's ", num_classes_,
                              " classes (check the model's num_classes)")
               : "the dataset's label maps and its class list disagree"));
@@ -202,8 +202,8 @@ absl::Status SemanticSegmentationEvaluator::Add(const core::Sample& prediction,
       if (pairs[(t << 8) | p] == 0) continue;
       const bool truth_ok = t < num_classes_ || t == kIgnore;
       const bool predicted_ok = p < num_classes_ || p == kIgnore;
-      if (!truth_ok) return CheckLabels(truth, name, "ground truth");
-      if (!predicted_ok) return CheckLabels(predicted, name, "prediction");
+      if (!truth_ok) return CheckLabels(truth, name, /*is_prediction=*/false);
+      if (!predicted_ok) return CheckLabels(predicted, name, /*is_prediction=*/true);
     }
   }
   const int columns = num_classes_ + 1;
@@ -330,11 +330,19 @@ absl::Status SemanticSegmentationEvaluator::WriteResult(const core::Sample& pred
                                                         const std::string& dir) const {
   const std::string name = SampleName(truth);
   if (absl::Status s = CheckLabelMap(prediction.semantic, name, "prediction"); !s.ok()) return s;
-  if (absl::Status s = CheckLabels(prediction.semantic, name, "prediction"); !s.ok()) return s;
-  // Train labels to the format's ids; without format ids the labels are written as they are.
+  // Without the dataset's classes (tools/infer on a folder of images) any label is written.
+  if (num_classes_ > 0) {
+    if (absl::Status s = CheckLabels(prediction.semantic, name, /*is_prediction=*/true);
+        !s.ok()) {
+      return s;
+    }
+  }
+  // Labels to the format's ids; without format ids the labels are written as they are, and
+  // under another name, so they are never taken for format ids.
+  const bool format_ids = !metadata_.source_ids.empty();
   cv::Mat lut(1, 256, CV_8U);
   for (int v = 0; v < 256; ++v) lut.at<uint8_t>(0, v) = static_cast<uint8_t>(v);
-  if (!metadata_.source_ids.empty()) {
+  if (format_ids) {
     lut.at<uint8_t>(0, kIgnore) = static_cast<uint8_t>(options_.unlabeled_result_id());
     for (int c = 0; c < num_classes_; ++c) {
       const int64_t id = metadata_.source_ids[c];
@@ -364,7 +372,7 @@ absl::Status SemanticSegmentationEvaluator::WriteResult(const core::Sample& pred
   const std::string file = absl::StrCat(image.stem().string(), ".png");
   const std::filesystem::path folder = image.parent_path().filename();
   for (const auto& [subdir, map] :
-       {std::pair<const char*, cv::Mat>{"labelIds", ids},
+       {std::pair<const char*, cv::Mat>{format_ids ? "labelIds" : "trainIds", ids},
         {"color", engine::ColourLabelMap(prediction.semantic, metadata_.class_colours)}}) {
     const std::filesystem::path out_dir = std::filesystem::path(dir) / subdir / folder;
     std::error_code error;

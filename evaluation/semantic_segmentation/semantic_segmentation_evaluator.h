@@ -66,7 +66,9 @@ class SemanticSegmentationEvaluator : public core::Evaluator {
   // directory holding truth.image_path. For Cityscapes this is the layout cityscapesScripts'
   // evalPixelLevelSemanticLabeling finds (CITYSCAPES_RESULTS=<dir>/labelIds): it searches that
   // tree for exactly one <city>_<seq>_<frame>*.png per ground truth, so the colour drawings and
-  // the eval tool's own drawings (<dir>/<stem>.png) must stay outside it.
+  // the eval tool's own drawings (<dir>/<stem>.png) must stay outside it. Without format ids
+  // (a dataset without them, or no metadata: tools/infer on a folder of images) the labels are
+  // written as they are, under <dir>/trainIds/ instead.
   absl::Status WriteResult(const core::Sample& prediction, const core::Sample& truth,
                            const std::string& dir) const override;
 
@@ -77,9 +79,9 @@ class SemanticSegmentationEvaluator : public core::Evaluator {
  private:
   explicit SemanticSegmentationEvaluator(const SemanticSegmentationOptions& options);
 
-  // Checks one label map's values: 0..K-1 or 255.
+  // Checks one label map's values: 0..K-1 or 255; the message names the map's role.
   absl::Status CheckLabels(const cv::Mat& labels, const std::string& sample,
-                           const char* role) const;
+                           bool is_prediction) const;
   std::string ClassName(int label) const;
 
   const SemanticSegmentationOptions options_;

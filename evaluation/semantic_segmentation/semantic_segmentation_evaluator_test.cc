@@ -392,5 +392,33 @@ TEST(SemanticSegmentationTest, WritesLabelIdsInTheCityscapesLayout) {
                     HasSubstr("set it to an id no class has")));
 }
 
+// tools/infer gives the evaluator no dataset: the labels are written as they are, under
+// trainIds/, never passed off as format ids.
+TEST(SemanticSegmentationTest, WritesLabelsAsTheyAreWithoutFormatIds) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "semantic_segmentation_train_ids";
+  std::filesystem::remove_all(dir);
+  core::Sample input;
+  input.image_path = "/photos/street/IMG_0001.jpg";
+  const cv::Mat labels = Map(1, 4, {0, 5, 18, 255});
+  for (const bool with_metadata : {false, true}) {
+    SCOPED_TRACE(with_metadata);
+    auto evaluator = MakeEvaluator();
+    if (with_metadata) {
+      core::DatasetMetadata metadata = TwoClasses();
+      for (int c = 2; c < 19; ++c) metadata.class_names.push_back(absl::StrCat("c", c));
+      ASSERT_TRUE(evaluator->SetDatasetMetadata(metadata).ok());
+    }
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(evaluator->WriteResult(LabelSample("", labels), input, dir.string()).ok());
+    const cv::Mat written =
+        cv::imread((dir / "trainIds" / "street" / "IMG_0001.png").string(), cv::IMREAD_UNCHANGED);
+    ASSERT_EQ(written.size(), labels.size());
+    EXPECT_EQ(cv::countNonZero(written != labels), 0);
+    EXPECT_FALSE(std::filesystem::exists(dir / "labelIds"));
+    EXPECT_TRUE(std::filesystem::exists(dir / "color" / "street" / "IMG_0001.png"));
+  }
+}
+
 }  // namespace
 }  // namespace vision::evaluation::semantic_segmentation
