@@ -31,12 +31,13 @@ for image in aachen/aachen_000000_000019 bochum/bochum_000000_000100 bochum/boch
   test -s "${TEST_TMPDIR}/eval/labelIds/${image}_leftImg8bit.png"
 done
 
-# The infer tool on a folder of images: label maps, their colours and a drawing per image.
+# The infer tool on a folder of images: label maps (train ids: a folder of images has no
+# dataset ids), their colours and a drawing per image.
 tools/infer --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
   --images=testdata/cityscapes/leftImg8bit/val/frankfurt --output_dir="${TEST_TMPDIR}/infer" \
   | tee "${TEST_TMPDIR}/infer.log"
 grep -q "label maps: class" "${TEST_TMPDIR}/infer.log"
-test -s "${TEST_TMPDIR}/infer/labelIds/frankfurt/frankfurt_000000_000294_leftImg8bit.png"
+test -s "${TEST_TMPDIR}/infer/trainIds/frankfurt/frankfurt_000000_000294_leftImg8bit.png"
 test -s "${TEST_TMPDIR}/infer/color/frankfurt/frankfurt_000000_000294_leftImg8bit.png"
 test -s "${TEST_TMPDIR}/infer/frankfurt_000000_000294_leftImg8bit.png"
 echo "PASS"
