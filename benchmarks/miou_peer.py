@@ -1,10 +1,12 @@
 """The Python side of benchmarks/miou_vs_numpy.sh.
 
-  miou_peer.py generate --images=N --out=DIR [--height=1024 --width=2048 --seed=1]
+  miou_peer.py generate --images=N --out=DIR [--height=1024 --width=2048 --seed=1 --noise=0]
 writes DIR/truth.u8 and DIR/prediction.u8: N label maps each, raw 8-bit train ids (19 classes,
 255 = ignore) one after another, shaped like Cityscapes maps: a background class with 150
 rectangles of random classes and some ignored ones in the ground truth; the prediction is the
-ground truth with 60 rectangles of other classes and a band of no class (255) at the bottom.
+ground truth with 60 rectangles of other classes and a band of no class (255) at the bottom,
+then a --noise fraction of its pixels (default 0) set to random classes: label maps are mostly
+long runs, which our side sums before it stores them, and noise is the case without them.
 
   miou_peer.py evaluate --images=N --out=DIR [--height --width --repeats=3]
 times the usual numpy confusion matrix (the fast_hist of FCN/DeepLab/HRNet evaluation code:
@@ -40,6 +42,9 @@ def generate(args):
                 rh, rw = rng.integers(4, h // 8), rng.integers(4, w // 8)
                 prediction[y:y + rh, x:x + rw] = rng.integers(0, CLASSES)
             prediction[h - h // 16:, :] = 255
+            if args.noise > 0:
+                noisy = rng.random((h, w)) < args.noise
+                prediction[noisy] = rng.integers(0, CLASSES, size=int(noisy.sum()))
             truth_file.write(truth.tobytes())
             prediction_file.write(prediction.tobytes())
 
@@ -83,6 +88,7 @@ def main():
     parser.add_argument("--height", type=int, default=1024)
     parser.add_argument("--width", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--noise", type=float, default=0.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()

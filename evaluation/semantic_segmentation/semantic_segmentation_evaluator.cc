@@ -1,6 +1,8 @@
 #include "evaluation/semantic_segmentation/semantic_segmentation_evaluator.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -40,29 +42,53 @@ absl::Status CheckLabelMap(const cv::Mat& labels, const std::string& sample, con
   return absl::OkStatus();
 }
 
-// Counts of each (truth, predicted) byte pair. Runs of one pair are summed before they are
-// stored, because label maps are mostly long runs and a store per pixel into the same counter
-// would serialise on that counter.
-void CountPairs(const cv::Mat& truth, const cv::Mat& predicted, std::vector<int64_t>* pairs) {
-  pairs->assign(256 * 256, 0);
-  int64_t* counts = pairs->data();
+// Counts of (truth, predicted) over one image in a (K+2) x (K+2) table: indices 0..K-1 are the
+// classes, K the ignore label 255 and K+1 any other value (invalid). Label maps are mostly
+// long runs of one pair, so a block of 16 pixels that is one pair is counted at once; other
+// blocks map each byte to its index by a lookup (no branch per pixel, whatever the maps look
+// like), with four tables taking turns so that neighbouring pixels of one pair do not wait on
+// one counter.
+std::vector<int64_t> CountPairs(const cv::Mat& truth, const cv::Mat& predicted, int k) {
+  constexpr uint64_t kEveryByte = 0x0101010101010101ULL;
+  const int size = k + 2;
+  std::array<int32_t, 256> row_start, column;
+  for (int v = 0; v < 256; ++v) {
+    const int index = v < k ? v : (v == kIgnore ? k : k + 1);
+    row_start[v] = index * size;
+    column[v] = index;
+  }
+  const size_t cells = static_cast<size_t>(size) * size;
+  std::vector<int64_t> tables(4 * cells, 0);
+  int64_t* c0 = tables.data();
+  int64_t* c1 = c0 + cells;
+  int64_t* c2 = c1 + cells;
+  int64_t* c3 = c2 + cells;
   for (int y = 0; y < truth.rows; ++y) {
     const uint8_t* t = truth.ptr<uint8_t>(y);
     const uint8_t* p = predicted.ptr<uint8_t>(y);
-    int key = (t[0] << 8) | p[0];
-    int64_t run = 0;
-    for (int x = 0; x < truth.cols; ++x) {
-      const int next = (t[x] << 8) | p[x];
-      if (next == key) {
-        ++run;
-      } else {
-        counts[key] += run;
-        key = next;
-        run = 1;
+    int x = 0;
+    for (; x + 16 <= truth.cols; x += 16) {
+      uint64_t words[4];
+      std::memcpy(&words[0], t + x, 16);
+      std::memcpy(&words[2], p + x, 16);
+      const uint64_t t_fill = t[x] * kEveryByte, p_fill = p[x] * kEveryByte;
+      if (((words[0] ^ t_fill) | (words[1] ^ t_fill) | (words[2] ^ p_fill) |
+           (words[3] ^ p_fill)) == 0) {
+        c0[row_start[t[x]] + column[p[x]]] += 16;
+        continue;
+      }
+      for (int i = x; i < x + 16; i += 4) {
+        ++c0[row_start[t[i]] + column[p[i]]];
+        ++c1[row_start[t[i + 1]] + column[p[i + 1]]];
+        ++c2[row_start[t[i + 2]] + column[p[i + 2]]];
+        ++c3[row_start[t[i + 3]] + column[p[i + 3]]];
       }
     }
-    counts[key] += run;
+    for (; x < truth.cols; ++x) ++c0[row_start[t[x]] + column[p[x]]];
   }
+  for (size_t i = 0; i < cells; ++i) c0[i] += c1[i] + c2[i] + c3[i];
+  tables.resize(cells);
+  return tables;
 }
 
 }  // namespace
@@ -194,23 +220,25 @@ absl::Status SemanticSegmentationEvaluator::Add(const core::Sample& prediction,
         "scored"));
   }
 
-  std::vector<int64_t> pairs;
-  CountPairs(truth, predicted, &pairs);
+  const int k = num_classes_;
+  const int size = k + 2;
+  const std::vector<int64_t> pairs = CountPairs(truth, predicted, k);
   // Validate from the counts (cheap), and only on a bad value look for where it is.
-  for (int t = 0; t < 256; ++t) {
-    for (int p = 0; p < 256; ++p) {
-      if (pairs[(t << 8) | p] == 0) continue;
-      const bool truth_ok = t < num_classes_ || t == kIgnore;
-      const bool predicted_ok = p < num_classes_ || p == kIgnore;
-      if (!truth_ok) return CheckLabels(truth, name, /*is_prediction=*/false);
-      if (!predicted_ok) return CheckLabels(predicted, name, /*is_prediction=*/true);
+  for (int p = 0; p < size; ++p) {
+    if (pairs[static_cast<size_t>(k + 1) * size + p] != 0) {
+      return CheckLabels(truth, name, /*is_prediction=*/false);
     }
   }
-  const int columns = num_classes_ + 1;
-  for (int t = 0; t < num_classes_; ++t) {
+  for (int t = 0; t < size; ++t) {
+    if (pairs[static_cast<size_t>(t) * size + k + 1] != 0) {
+      return CheckLabels(predicted, name, /*is_prediction=*/true);
+    }
+  }
+  // Rows 0..K-1 and columns 0..K (the last: predicted 255) are the matrix's.
+  const int columns = k + 1;
+  for (int t = 0; t < k; ++t) {
     int64_t* row = &matrix_[static_cast<size_t>(t) * columns];
-    for (int p = 0; p < num_classes_; ++p) row[p] += pairs[(t << 8) | p];
-    row[num_classes_] += pairs[(t << 8) | kIgnore];
+    for (int p = 0; p < columns; ++p) row[p] += pairs[static_cast<size_t>(t) * size + p];
   }
   return absl::OkStatus();
 }

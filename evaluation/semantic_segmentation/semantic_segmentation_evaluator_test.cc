@@ -1,5 +1,6 @@
 #include "evaluation/semantic_segmentation/semantic_segmentation_evaluator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -142,6 +143,45 @@ TEST(SemanticSegmentationTest, ClassesWithoutPixelsAreLeftOut) {
   EXPECT_EQ(m.count("IoU/c"), 0u);
   EXPECT_DOUBLE_EQ(m.at("mIoU"), 0.25);
   EXPECT_DOUBLE_EQ(m.at("mAcc"), 0.5) << "only a is in the ground truth";
+}
+
+// The matrix equals a plain count pixel by pixel, for widths around the counting loop's blocks
+// of 16 (uniform blocks, mixed ones and the tail) and maps with runs and with noise.
+TEST(SemanticSegmentationTest, MatrixEqualsAPixelByPixelCount) {
+  core::DatasetMetadata metadata = TwoClasses();
+  metadata.class_names.push_back("c");
+  cv::RNG rng(14);
+  for (int width : {1, 3, 15, 16, 17, 31, 32, 33, 64, 100}) {
+    SCOPED_TRACE(width);
+    auto evaluator = MakeEvaluator();
+    ASSERT_TRUE(evaluator->SetDatasetMetadata(metadata).ok());
+    std::vector<int64_t> expected(3 * 4, 0);
+    const int values[] = {0, 1, 2, 255};
+    for (int image = 0; image < 4; ++image) {
+      cv::Mat truth(5, width, CV_8U), predicted(5, width, CV_8U);
+      for (int y = 0; y < 5; ++y) {
+        // Runs of 1 to 40 pixels of one pair, then noise in every other image.
+        for (int x = 0; x < width;) {
+          const int run = rng.uniform(1, 41);
+          const uint8_t t = values[rng.uniform(0, 4)], p = values[rng.uniform(0, 4)];
+          for (int i = x; i < std::min(width, x + run); ++i) {
+            truth.at<uint8_t>(y, i) = t;
+            predicted.at<uint8_t>(y, i) = p;
+          }
+          x += run;
+        }
+        for (int x = 0; image % 2 == 1 && x < width; ++x) {
+          if (rng.uniform(0, 3) == 0) predicted.at<uint8_t>(y, x) = values[rng.uniform(0, 4)];
+        }
+        for (int x = 0; x < width; ++x) {
+          const int t = truth.at<uint8_t>(y, x), p = predicted.at<uint8_t>(y, x);
+          if (t != 255) ++expected[t * 4 + (p == 255 ? 3 : p)];
+        }
+      }
+      ASSERT_TRUE(evaluator->Add(LabelSample("x", predicted), LabelSample("x", truth)).ok());
+    }
+    EXPECT_EQ(evaluator->confusion_matrix(), expected);
+  }
 }
 
 // One golden case of testdata/make_miou_golden.py, as train-id samples converted the way the
@@ -294,6 +334,16 @@ TEST(SemanticSegmentationTest, BadInputsSayWhatWhereAndHow) {
       evaluator->Add(LabelSample("img_7.png", Map(1, 3, {0, 1, 2})), truth).message(),
       AllOf(HasSubstr("prediction label map has value 2 at (x=2, y=0)"),
             HasSubstr("model's num_classes")));
+  // A bad value filling a whole block of the counting loop, in a wider map.
+  EXPECT_THAT(evaluator->Add(LabelSample("img_9.png", cv::Mat(2, 20, CV_8U, cv::Scalar(1))),
+                             LabelSample("img_9.png", cv::Mat(2, 20, CV_8U, cv::Scalar(9))))
+                  .message(),
+              HasSubstr("ground truth label map has value 9 at (x=0, y=0)"));
+  EXPECT_THAT(evaluator->Add(LabelSample("img_9.png", cv::Mat(2, 20, CV_8U, cv::Scalar(3))),
+                             LabelSample("img_9.png", cv::Mat(2, 20, CV_8U, cv::Scalar(255))))
+                  .message(),
+              HasSubstr("prediction label map has value 3 at (x=0, y=0)"))
+      << "a bad prediction is refused on ignored pixels too";
   EXPECT_THAT(evaluator->Add(LabelSample("img_7.png", cv::Mat()), truth).message(),
               HasSubstr("the prediction has no label map"));
   EXPECT_THAT(
