@@ -186,12 +186,15 @@ std::vector<at::Tensor> SegmentationScores(core::SegmentationModel& model, const
     if (slide || units.empty()) units.emplace_back();
     units.back().push_back(i);
   }
+  // Read once: image_sizes may live on the GPU, where each read waits for the device.
+  std::vector<std::vector<int64_t>> regions;
+  for (int64_t i = 0; i < n; ++i) regions.push_back(core::OriginalRegion(batch, i));
   std::vector<at::Tensor> scores(static_cast<size_t>(n));
   for (const std::vector<int64_t>& unit : units) {
     for (double scale : options.scales) {
       std::vector<Pass> passes;
       for (int64_t i : unit) {
-        const std::vector<int64_t> region = core::OriginalRegion(batch, i);
+        const std::vector<int64_t>& region = regions[static_cast<size_t>(i)];
         const at::Tensor scaled =
             Resize(batch.images[i].slice(1, 0, region[0]).slice(2, 0, region[1]),
                    ScaledSize(region[0], scale), ScaledSize(region[1], scale));
@@ -216,7 +219,7 @@ std::vector<at::Tensor> SegmentationScores(core::SegmentationModel& model, const
         at::Tensor logits = pass.logits / pass.counts;
         if (pass.flipped) logits = logits.flip({2});
         const core::Sample& sample = batch.samples[static_cast<size_t>(pass.image)];
-        const std::vector<int64_t> region = core::OriginalRegion(batch, pass.image);
+        const std::vector<int64_t>& region = regions[static_cast<size_t>(pass.image)];
         const int64_t out_h = sample.original_height > 0 ? sample.original_height : region[0];
         const int64_t out_w = sample.original_width > 0 ? sample.original_width : region[1];
         // Probabilities average across passes; a single pass keeps its logits, so that its
