@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/cuda.h>
 
 #include "core/batch.h"
 #include "core/segmentation_model.h"
@@ -24,14 +25,15 @@ constexpr int64_t kClasses = 3;
 // convolution of the pixels, plus a ramp over the columns (so flipping changes the result),
 // plus each input's mean (so what a window sees, padding included, changes the result).
 at::Tensor KnownLogits(const at::Tensor& images) {
+  const at::TensorOptions on = images.options().dtype(at::kFloat);
   const at::Tensor weight =
-      at::tensor({0.9, -0.4, 0.3, -0.2, 0.8, -0.5, 0.1, 0.2, 0.7}, at::kFloat).view({3, 3});
-  const at::Tensor bias = at::tensor({0.1, -0.2, 0.05}, at::kFloat).view({1, 3, 1, 1});
-  const at::Tensor ramp = at::tensor({0.15, -0.1, 0.02}, at::kFloat).view({1, 3, 1, 1});
-  const at::Tensor global = at::tensor({1.5, -1.0, 0.5}, at::kFloat).view({1, 3, 1, 1});
+      at::tensor({0.9, -0.4, 0.3, -0.2, 0.8, -0.5, 0.1, 0.2, 0.7}, on).view({3, 3});
+  const at::Tensor bias = at::tensor({0.1, -0.2, 0.05}, on).view({1, 3, 1, 1});
+  const at::Tensor ramp = at::tensor({0.15, -0.1, 0.02}, on).view({1, 3, 1, 1});
+  const at::Tensor global = at::tensor({1.5, -1.0, 0.5}, on).view({1, 3, 1, 1});
   const int64_t width = images.size(3);
   const at::Tensor mixed = at::einsum("kc,nchw->nkhw", {weight, images}) + bias;
-  const at::Tensor columns = at::arange(width, at::kFloat).view({1, 1, 1, width}) * ramp;
+  const at::Tensor columns = at::arange(width, on).view({1, 1, 1, width}) * ramp;
   const at::Tensor mean = images.mean({1, 2, 3}).view({-1, 1, 1, 1}) * global;
   return mixed + columns + mean;
 }
@@ -208,6 +210,30 @@ TEST(SegmentationInferenceTest, WholeImagesOfDifferentSizesRunUnpadded) {
   const at::Tensor expected = (at::softmax(KnownLogits(image), 1) +
                                at::softmax(KnownLogits(image.flip({3})).flip({3}), 1)) / 2;
   EXPECT_LT((scores[1] - expected[0]).abs().max().item<double>(), 1e-6);
+}
+
+// The same inference with the batch and model on a GPU: nothing leaves the device on the way
+// (scores come back on it) and the result is the CPU's.
+TEST(SegmentationInferenceTest, RunsOnTheModelsDevice) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: GPU path not run";
+  at::manual_seed(11);
+  const core::Batch cpu = TwoImages();
+  core::Batch gpu = cpu;
+  gpu.images = cpu.images.to(at::kCUDA);
+  gpu.image_sizes = cpu.image_sizes.to(at::kCUDA);
+  SegmentationInferenceOptions options;
+  options.scales = {0.75, 1.25};
+  options.flip = true;
+  options.crop_height = options.crop_width = 5;
+  options.stride_height = options.stride_width = 4;
+  options.max_batch_size = 3;
+  KnownModel model;
+  const std::vector<at::Tensor> on_cpu = SegmentationScores(model, cpu, options);
+  const std::vector<at::Tensor> on_gpu = SegmentationScores(model, gpu, options);
+  for (size_t i = 0; i < on_cpu.size(); ++i) {
+    EXPECT_TRUE(on_gpu[i].is_cuda());
+    EXPECT_LT((on_gpu[i].cpu() - on_cpu[i]).abs().max().item<double>(), 1e-5) << "image " << i;
+  }
 }
 
 TEST(SegmentationInferenceTest, SlidingWindowsCoverEveryPixel) {
