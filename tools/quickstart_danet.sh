@@ -21,7 +21,8 @@ if [[ ! -f "${data}/.complete" ]]; then
 fi
 
 config=models/danet/configs/quickstart.pbtxt
-"${bin}/distributed/launch/launch" --nproc_per_node=2 -- \
+# --master_port=0: a free port, so that another job on this machine does not collide.
+"${bin}/distributed/launch/launch" --nproc_per_node=2 --master_port=0 -- \
   "${bin}/tools/train" --config="${config}" "$@"
 
 "${bin}/tools/eval" --config="${config}" --checkpoint=runs/quickstart_danet/best.pt \
