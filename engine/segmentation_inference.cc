@@ -77,8 +77,8 @@ void RunWindows(core::SegmentationModel& model, const SegmentationInferenceOptio
       TORCH_CHECK(logits.dim() == 4 && logits.size(0) == static_cast<int64_t>(inputs.size()) &&
                       logits.size(1) == num_classes && logits.size(2) == height &&
                       logits.size(3) == width,
-                  model.name(), "::SegmentationLogits must return [N, NumClasses() = ",
-                  num_classes, ", H, W] logits at the input's size; for input ",
+                  model.name(), "::SegmentationLogits must return [N, NumClasses() = ", num_classes,
+                  ", H, W] logits at the input's size; for input ",
                   at::IntArrayRef({static_cast<int64_t>(inputs.size()), 3, height, width}),
                   " it returned ", logits.sizes());
       for (size_t k = start; k < end; ++k) {
@@ -119,7 +119,9 @@ absl::StatusOr<SegmentationInferenceOptions> SegmentationInferenceOptionsFromPro
     const core::SegmentationInferenceConfig& config, int64_t default_max_batch_size) {
   VISION_RETURN_IF_ERROR(core::ValidateSegmentationInferenceConfig(config));
   SegmentationInferenceOptions options;
-  if (config.scales_size() > 0) options.scales.assign(config.scales().begin(), config.scales().end());
+  if (config.scales_size() > 0) {
+    options.scales.assign(config.scales().begin(), config.scales().end());
+  }
   options.flip = config.flip();
   options.crop_height = config.crop_height();
   options.crop_width = config.crop_width();
@@ -136,13 +138,15 @@ absl::StatusOr<SegmentationInferenceOptions> SegmentationInferenceOptionsFromPro
   if (options.max_batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "evaluation.segmentation_inference.max_batch_size: 0 means the eval loader's batch size, "
-        "which is ", default_max_batch_size, "; set max_batch_size >= 1 or eval_data.loader.batch_size"));
+        "which is ",
+        default_max_batch_size, "; set max_batch_size >= 1 or eval_data.loader.batch_size"));
   }
   return options;
 }
 
 std::vector<Window> SlidingWindows(int64_t height, int64_t width, int64_t crop_height,
-                                   int64_t crop_width, int64_t stride_height, int64_t stride_width) {
+                                   int64_t crop_width, int64_t stride_height,
+                                   int64_t stride_width) {
   TORCH_CHECK(height > 0 && width > 0 && crop_height > 0 && crop_width > 0 && stride_height > 0 &&
                   stride_width > 0,
               "SlidingWindows: sizes, crop and stride must be > 0, got image ", height, " x ",
@@ -176,8 +180,8 @@ std::vector<at::Tensor> SegmentationScores(core::SegmentationModel& model, const
               "segmentation inference: images must be [N, 3, H, W] for the batch's ", n,
               " samples, got ", batch.images.sizes());
   const bool slide = options.crop_height > 0;
-  const std::vector<bool> flips = options.flip ? std::vector<bool>{false, true}
-                                               : std::vector<bool>{false};
+  const std::vector<bool> flips =
+      options.flip ? std::vector<bool>{false, true} : std::vector<bool>{false};
   const int64_t num_passes = static_cast<int64_t>(options.scales.size() * flips.size());
   // Windows go image by image (their accumulators at large scales are big); whole images of
   // the batch go together so that images of one size share forward passes.
@@ -204,10 +208,10 @@ std::vector<at::Tensor> SegmentationScores(core::SegmentationModel& model, const
           pass.image = i;
           pass.flipped = flipped;
           pass.pixels = flipped ? scaled.flip({2}) : scaled;
-          pass.windows = slide ? SlidingWindows(height, width, options.crop_height,
-                                                options.crop_width, options.stride_height,
-                                                options.stride_width)
-                               : std::vector<Window>{{0, 0, height, width}};
+          pass.windows =
+              slide ? SlidingWindows(height, width, options.crop_height, options.crop_width,
+                                     options.stride_height, options.stride_width)
+                    : std::vector<Window>{{0, 0, height, width}};
           const at::TensorOptions float_options = scaled.options().dtype(at::kFloat);
           pass.logits = at::zeros({model.NumClasses(), height, width}, float_options);
           pass.counts = at::zeros({1, height, width}, float_options);
@@ -224,7 +228,8 @@ std::vector<at::Tensor> SegmentationScores(core::SegmentationModel& model, const
         const int64_t out_w = sample.original_width > 0 ? sample.original_width : region[1];
         // Probabilities average across passes; a single pass keeps its logits, so that its
         // label map is exactly that of core::LabelMapsFromScores (Predict).
-        const at::Tensor term = Resize(num_passes > 1 ? at::softmax(logits, 0) : logits, out_h, out_w);
+        const at::Tensor term =
+            Resize(num_passes > 1 ? at::softmax(logits, 0) : logits, out_h, out_w);
         at::Tensor& sum = scores[static_cast<size_t>(pass.image)];
         sum = sum.defined() ? sum + term : term;
       }

@@ -111,7 +111,8 @@ TEST(SegmentationInferenceTest, MultiScaleFlipSlidingWindowsEqualAHandComputatio
   for (const Case& c : cases) {
     const at::Tensor region =
         batch.images.slice(0, c.image, c.image + 1).slice(2, 0, c.region_h).slice(3, 0, c.region_w);
-    const at::Tensor scaled = c.scale == 1.0 ? region : ResizeForTest(region, c.scaled_h, c.scaled_w);
+    const at::Tensor scaled =
+        c.scale == 1.0 ? region : ResizeForTest(region, c.scaled_h, c.scaled_w);
     for (bool flipped : {false, true}) {
       const at::Tensor input = flipped ? scaled.flip({3}) : scaled;
       at::Tensor sum = at::zeros({1, kClasses, c.scaled_h, c.scaled_w});
@@ -121,7 +122,8 @@ TEST(SegmentationInferenceTest, MultiScaleFlipSlidingWindowsEqualAHandComputatio
           const int64_t h = std::min<int64_t>(4, c.scaled_h), w = std::min<int64_t>(4, c.scaled_w);
           at::Tensor window = at::zeros({1, 3, 4, 4});
           window.slice(2, 0, h).slice(3, 0, w).copy_(input.slice(2, y, y + h).slice(3, x, x + w));
-          sum.slice(2, y, y + h).slice(3, x, x + w) += KnownLogits(window).slice(2, 0, h).slice(3, 0, w);
+          sum.slice(2, y, y + h).slice(3, x, x + w) +=
+              KnownLogits(window).slice(2, 0, h).slice(3, 0, w);
           count.slice(2, y, y + h).slice(3, x, x + w) += 1;
         }
       }
@@ -143,8 +145,7 @@ TEST(SegmentationInferenceTest, MultiScaleFlipSlidingWindowsEqualAHandComputatio
     const cv::Mat& map = labels[i].semantic;
     ASSERT_EQ(map.rows, expected_labels.size(0));
     ASSERT_EQ(map.cols, expected_labels.size(1));
-    const at::Tensor got =
-        at::from_blob(map.data, {map.rows, map.cols}, at::kByte).clone();
+    const at::Tensor got = at::from_blob(map.data, {map.rows, map.cols}, at::kByte).clone();
     EXPECT_TRUE(at::equal(got, expected_labels)) << "image " << i;
     EXPECT_EQ(labels[i].id, batch.samples[i].id);
   }
@@ -208,7 +209,8 @@ TEST(SegmentationInferenceTest, WholeImagesOfDifferentSizesRunUnpadded) {
   // Image 1 (8x7, not resized): the mean of its and its mirror's probabilities.
   const at::Tensor image = batch.images.slice(0, 1, 2).slice(2, 0, 8).slice(3, 0, 7);
   const at::Tensor expected = (at::softmax(KnownLogits(image), 1) +
-                               at::softmax(KnownLogits(image.flip({3})).flip({3}), 1)) / 2;
+                               at::softmax(KnownLogits(image.flip({3})).flip({3}), 1)) /
+                              2;
   EXPECT_LT((scores[1] - expected[0]).abs().max().item<double>(), 1e-6);
 }
 

@@ -115,11 +115,11 @@ absl::Status Run(const std::vector<std::string>& overrides) {
       config.model().type().c_str(), absl::GetFlag(FLAGS_config).c_str(), height, width,
       absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_repeats), a,
       absl::StrJoin(multi.scales, ",").c_str(), multi.flip ? " + flip" : "",
-      multi.crop_height > 0 ? absl::StrCat(" + ", multi.crop_height, "x", multi.crop_width,
-                                           " windows, stride ", multi.stride_height, "x",
-                                           multi.stride_width)
-                                  .c_str()
-                            : "",
+      multi.crop_height > 0
+          ? absl::StrCat(" + ", multi.crop_height, "x", multi.crop_width, " windows, stride ",
+                         multi.stride_height, "x", multi.stride_width)
+                .c_str()
+          : "",
       b, b / a, pixels);
   return absl::OkStatus();
 }
