@@ -183,11 +183,15 @@ std::vector<at::Tensor> SegmentationScores(core::SegmentationModel& model, const
   const std::vector<bool> flips =
       options.flip ? std::vector<bool>{false, true} : std::vector<bool>{false};
   const int64_t num_passes = static_cast<int64_t>(options.scales.size() * flips.size());
-  // Windows go image by image (their accumulators at large scales are big); whole images of
-  // the batch go together so that images of one size share forward passes.
+  // Images are done a few at a time, so that the logits kept for them stay about one forward
+  // pass's worth: windows image by image (there are many at large scales), whole images as
+  // many as fill a forward pass with their flips, so that images of one size share it.
+  const int64_t images_per_unit =
+      slide ? 1
+            : std::max<int64_t>(1, options.max_batch_size / static_cast<int64_t>(flips.size()));
   std::vector<std::vector<int64_t>> units;
   for (int64_t i = 0; i < n; ++i) {
-    if (slide || units.empty()) units.emplace_back();
+    if (i % images_per_unit == 0) units.emplace_back();
     units.back().push_back(i);
   }
   // Read once: image_sizes may live on the GPU, where each read waits for the device.

@@ -238,6 +238,32 @@ TEST(SegmentationInferenceTest, RunsOnTheModelsDevice) {
   }
 }
 
+// Whole images are taken as many at a time as fill a forward pass with their flips: with at
+// most 3 inputs per pass, 5 equal images with flips go 1 (2 inputs) at a time, without flips
+// 3 and 2; the scores do not depend on the grouping.
+TEST(SegmentationInferenceTest, WholeImagesFillForwardPassesOfMaxBatchSize) {
+  at::manual_seed(9);
+  core::Batch batch;
+  batch.images = at::randn({5, 3, 6, 7});
+  batch.image_sizes = at::tensor({6, 7}, at::kLong).repeat({5, 1});
+  batch.samples.resize(5);
+  SegmentationInferenceOptions options;
+  options.max_batch_size = 3;
+  KnownModel model;
+  const std::vector<at::Tensor> grouped = SegmentationScores(model, batch, options);
+  EXPECT_THAT(model.batch_sizes, ElementsAre(3, 2));
+  options.max_batch_size = 8;
+  const std::vector<at::Tensor> together = SegmentationScores(model, batch, options);
+  for (size_t i = 0; i < grouped.size(); ++i) {
+    EXPECT_LT((grouped[i] - together[i]).abs().max().item<double>(), 1e-6);
+  }
+  model.batch_sizes.clear();
+  options.flip = true;
+  options.max_batch_size = 3;
+  SegmentationScores(model, batch, options);
+  EXPECT_THAT(model.batch_sizes, ElementsAre(2, 2, 2, 2, 2));
+}
+
 TEST(SegmentationInferenceTest, SlidingWindowsCoverEveryPixel) {
   // The 6x10 case written out: rows 0 and 2, columns 0, 3 and 6, all 4x4.
   const std::vector<Window> windows = SlidingWindows(6, 10, 4, 4, 3, 3);
