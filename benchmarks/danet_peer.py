@@ -5,6 +5,7 @@ momentum 0.9 and weight decay 1e-4), timing training steps on random images and 
 same flags and output line as //models/danet:danet_step_benchmark. Run by
 benchmarks/danet_step.sh."""
 import argparse
+import resource
 import time
 
 import torch
@@ -158,8 +159,10 @@ def main():
         if step > 0:
             seconds.append(time.perf_counter() - start)
     seconds.sort()
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(f"DANet-ResNet-{args.depth} {args.height}x{args.width} batch {args.batch} threads "
-          f"{args.threads}: median step {seconds[len(seconds) // 2]:.4f} s (last loss {value:.4f})")
+          f"{args.threads}: median step {seconds[len(seconds) // 2]:.4f} s, peak RSS "
+          f"{peak_mib:.0f} MiB (last loss {value:.4f})")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@
 # The defaults are the quick start's (dilated ResNet-18, 128x128 crops, 4 images per process);
 # the paper's sizes are --depth=101 --height=768 --width=768 --batch=1 (minutes per step on CPU).
 # The two sides run alternately --repeats times, and the median of each side's median step is
-# compared, so that load from other users of a shared machine falls on both.
+# compared, so that load from other users of a shared machine falls on both. Then ours once more
+# with activation checkpointing (backbone.layer3/4 and both attention modules): peak resident
+# memory and step time with and without.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source benchmarks/peer_python.sh
@@ -36,3 +38,5 @@ ours = statistics.median(map(float, sys.argv[1].split()))
 peer = statistics.median(map(float, sys.argv[2].split()))
 print(f"median step over repeats: ours {ours:.4f} s, python {peer:.4f} s, ours/python {ours / peer:.2f}")
 PY
+echo "ours with activation checkpointing (compare peak RSS with the lines above):"
+"${bin}" "${args[@]}" --checkpointing

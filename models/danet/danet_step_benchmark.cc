@@ -4,6 +4,7 @@
 // Not a test: speed is reported, never asserted.
 #include <algorithm>
 #include <chrono>
+#include <sys/resource.h>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -80,9 +81,15 @@ int main(int argc, char** argv) {
     if (step > 0) seconds.push_back(elapsed);
   }
   std::sort(seconds.begin(), seconds.end());
-  std::printf("DANet-ResNet-%d %dx%d batch %d threads %d%s: median step %.4f s (last loss %.4f)\n",
-              depth, height, width, batch, absl::GetFlag(FLAGS_threads),
-              absl::GetFlag(FLAGS_checkpointing) ? " checkpointing" : "",
-              seconds[seconds.size() / 2], loss_value);
+  // Peak resident memory of the whole process (Linux reports KiB): weights, optimizer state
+  // and the largest step's activations.
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf(
+      "DANet-ResNet-%d %dx%d batch %d threads %d%s: median step %.4f s, peak RSS %.0f MiB "
+      "(last loss %.4f)\n",
+      depth, height, width, batch, absl::GetFlag(FLAGS_threads),
+      absl::GetFlag(FLAGS_checkpointing) ? " checkpointing" : "", seconds[seconds.size() / 2],
+      usage.ru_maxrss / 1024.0, loss_value);
   return 0;
 }
