@@ -6,6 +6,7 @@
 #include "core/data_agreement.h"
 #include "core/lr_warmup.h"
 #include "core/param_groups.h"
+#include "core/segmentation_model.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
 #include "core/torch_guard.h"
@@ -108,6 +109,9 @@ absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int wo
                                    config.optimizer().reference_batch_size());
 
   VISION_ASSIGN_OR_RETURN(p.model, BuildModel(config.model()));
+  if (config.evaluation().has_segmentation_inference()) {
+    VISION_RETURN_IF_ERROR(SegmentationModelForInference(p.model.get()).status());
+  }
   VISION_ASSIGN_OR_RETURN(p.train_dataset, BuildDataset(config.train_data(), "train_data"));
   VISION_ASSIGN_OR_RETURN(p.train_augmentations,
                            BuildAugmentations(config.train_data(), "train_data"));

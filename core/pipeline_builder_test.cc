@@ -229,6 +229,19 @@ TEST(PipelineBuilderTest, LabelMapsDescribeTheirIgnoreLabel) {
                         "(label id 23); ignore label 255\n"));
 }
 
+// Multi-scale segmentation inference needs class scores per pixel: a model without them stops
+// the pipeline when it is built, not at the first evaluation hours into training.
+TEST(PipelineBuilderTest, SegmentationInferenceNeedsASegmentationModel) {
+  TrainPipelineConfig config = Config("", "name: \"train\"", "");
+  config.mutable_evaluation()->mutable_segmentation_inference()->set_flip(true);
+  const absl::Status status = BuildStatus(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("evaluation.segmentation_inference is set, but the model ("));
+  EXPECT_THAT(status.message(), HasSubstr("FakeModel) is not a semantic segmentation model"));
+  config.mutable_evaluation()->clear_segmentation_inference();
+  EXPECT_TRUE(BuildStatus(config).ok()) << BuildStatus(config);
+}
+
 TEST(PipelineBuilderTest, ModelClassCountMismatchNamesTheOptionAndTheDatasetsClasses) {
   const absl::Status status = BuildStatus(
       Config(R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 5 num_classes_option: "num_classes")pb",

@@ -10,6 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "absl/status/statusor.h"
 #include "core/batch.h"
 #include "core/model.h"
 #include "core/sample.h"
@@ -33,6 +34,18 @@ class SegmentationModel : public Model {
 // augmentations' scale, within image_sizes) is resized bilinearly to the original size, then
 // the argmax over classes is taken. id and image_path are copied from the batch's samples.
 std::vector<Sample> LabelMapsFromScores(const Batch& batch, const at::Tensor& scores);
+
+// The same for one image: `scores` [C, h, w] cover exactly the original image (at any size;
+// resized bilinearly to sample.original_height x original_width when they differ, or kept
+// when the sample states no original size). Multi-scale inference, whose per-image scores
+// are already at the original size, shares this with the single-scale path.
+Sample LabelMapFromScores(const Sample& sample, const at::Tensor& scores);
+
+// `model` as a SegmentationModel, for evaluation.segmentation_inference (multi-scale, flip and
+// sliding-window inference needs per-pixel class scores); an InvalidArgument error naming the
+// model's type when it is not one. Checked when a pipeline or the eval tool starts, and again
+// by the evaluation loop.
+absl::StatusOr<SegmentationModel*> SegmentationModelForInference(Model* model);
 
 // The region of image i of `batch` that shows the original image: {height, width} in the
 // batch's pixels (the original size times the sample's scale, clipped to image_sizes[i]).

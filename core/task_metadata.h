@@ -4,6 +4,7 @@
 #ifndef VISION_CORE_TASK_METADATA_H_
 #define VISION_CORE_TASK_METADATA_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,6 +32,12 @@ struct DatasetMetadata {
   std::vector<int64_t> source_ids;
   // What the format calls those ids, for descriptions and errors ("category id").
   std::string source_id_name;
+  // The group each label belongs to, where the format's own evaluation also scores groups
+  // (Cityscapes' "flat", "vehicle", ... category IoU); empty when the format has none.
+  std::vector<std::string> class_categories;
+  // The format's display colour of each label, RGB (Cityscapes' palette), so drawings look like
+  // the format's own; empty when the format has none.
+  std::vector<std::array<uint8_t, 3>> class_colours;
   // The label-map value that belongs to no class (Cityscapes' 255); nullopt without label maps.
   std::optional<int> ignore_label;
 

@@ -5,9 +5,12 @@
 #ifndef VISION_ENGINE_DRAW_H_
 #define VISION_ENGINE_DRAW_H_
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <opencv2/core.hpp>
 
@@ -23,6 +26,12 @@ cv::Mat Displayable(const cv::Mat& image);
 
 // A distinct, stable colour per class label (golden-angle hue steps).
 cv::Scalar ClassColour(int label);
+
+// A label map (HxW 8-bit labels) in colour, 8-bit BGR: label i in palette_rgb[i] (RGB, as
+// formats publish their palettes, e.g. DatasetMetadata::class_colours), labels beyond the
+// palette in ClassColour, the ignore label 255 black.
+cv::Mat ColourLabelMap(const cv::Mat& labels,
+                       const std::vector<std::array<uint8_t, 3>>& palette_rgb = {});
 
 struct DrawOptions {
   // One colour for every annotation (ground truth red, predictions green); unset: a colour

@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/segmentation_model.h"
 #include "core/status_macros.h"
 #include "core/torch_guard.h"
+#include "engine/segmentation_inference.h"
 
 namespace vision::engine {
 
@@ -23,11 +25,24 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
   if (job.evaluator != nullptr) job.evaluator->Reset();
   const absl::Status status = core::GuardTorch("evaluation", [&]() -> absl::Status {
     at::NoGradGuard no_grad;
+    // Multi-scale segmentation inference, when configured, replaces the model's Predict.
+    core::SegmentationModel* segmentation_model = nullptr;
+    SegmentationInferenceOptions segmentation_options;
+    if (job.segmentation_inference.has_value()) {
+      VISION_ASSIGN_OR_RETURN(segmentation_model,
+                              core::SegmentationModelForInference(job.model));
+      VISION_ASSIGN_OR_RETURN(segmentation_options,
+                              SegmentationInferenceOptionsFromProto(*job.segmentation_inference,
+                                                                    options.batch_size));
+    }
     while (true) {
       VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> batch, loader.Next());
       if (!batch.has_value()) break;
       batch->To(job.device);
-      std::vector<core::Sample> predictions = job.model->Predict(*batch);
+      std::vector<core::Sample> predictions =
+          segmentation_model != nullptr
+              ? PredictSegmentation(*segmentation_model, *batch, segmentation_options)
+              : job.model->Predict(*batch);
       for (size_t i = 0; i < predictions.size(); ++i) {
         const core::Sample& truth = *batch->samples[i].ground_truth;
         if (job.evaluator != nullptr) {

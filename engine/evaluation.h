@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "core/augmentation.h"
 #include "core/collectives.h"
+#include "core/config/pipeline.pb.h"
 #include "core/dataset.h"
 #include "core/evaluator.h"
 #include "core/model.h"
@@ -37,6 +39,10 @@ struct EvaluationJob {
   // When set (and an evaluator is given), the evaluator writes its result files here
   // (core::Evaluator::WriteResult on every rank, WriteMergedResults on rank 0).
   std::string results_dir;
+  // When set, predictions come from engine::PredictSegmentation with these options (the model
+  // must be a core::SegmentationModel) instead of the model's Predict; max_batch_size 0 means
+  // loader.batch_size. Set from evaluation.segmentation_inference.
+  std::optional<core::SegmentationInferenceConfig> segmentation_inference;
 };
 
 absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob& job);

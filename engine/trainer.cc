@@ -555,6 +555,9 @@ absl::StatusOr<std::map<std::string, double>> Trainer::Loop::Evaluate() {
   job.loader = LoaderOptionsFrom(config_.eval_data().loader(), config_.seed(), !device_.is_cpu());
   job.device = device_;
   job.collectives = &collectives_;
+  if (config_.evaluation().has_segmentation_inference()) {
+    job.segmentation_inference = config_.evaluation().segmentation_inference();
+  }
   // A few of rank 0's predictions drawn over their ground truth, for TensorBoard.
   constexpr int kImages = 4;
   std::vector<cv::Mat> drawn;

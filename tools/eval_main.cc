@@ -81,6 +81,9 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   job.device = loaded.device;
   job.collectives = collectives.get();
   job.results_dir = output_dir;
+  if (config.evaluation().has_segmentation_inference()) {
+    job.segmentation_inference = config.evaluation().segmentation_inference();
+  }
   if (!output_dir.empty()) {
     job.on_prediction = [&](const core::Sample& prediction, const core::Sample& truth) {
       const int max_images = absl::GetFlag(FLAGS_max_images);

@@ -121,6 +121,9 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   job.loader.pin_memory = loaded.device.is_cuda();
   job.device = loaded.device;
   job.collectives = &single;
+  if (config.evaluation().has_segmentation_inference()) {
+    job.segmentation_inference = config.evaluation().segmentation_inference();
+  }
   Findings findings;
   job.on_prediction = [&](const core::Sample& prediction, const core::Sample& input) {
     findings.Add(prediction);

@@ -122,7 +122,8 @@ TEST(RegistrationTest, EveryPluginIsRegistered) {
               IsSupersetOf({"Constant", "Poly", "Cosine", "MultiStep"}));
   EXPECT_THAT(core::CommStrategyRegistry::Get().Names(),
               IsSupersetOf({"allreduce", "bucketed", "fp16_compress", "bf16_compress"}));
-  EXPECT_THAT(core::EvaluatorRegistry::Get().Names(), IsSupersetOf({"ICDAR2015Hmean"}));
+  EXPECT_THAT(core::EvaluatorRegistry::Get().Names(),
+              IsSupersetOf({"ICDAR2015Hmean", "SemanticSegmentation"}));
 }
 
 // Each entry of the table reads its test data, so that a config naming its type can dry-run.

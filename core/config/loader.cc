@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -100,6 +101,42 @@ void CheckData(const DataConfig& data, const std::string& field, Problems* probl
                     absl::StrCat("must be >= 0, got ", loader.num_workers()));
   problems->Require(loader.prefetch_batches() >= 1, field + ".loader.prefetch_batches",
                     absl::StrCat("must be >= 1, got ", loader.prefetch_batches()));
+}
+
+void CheckSegmentationInference(const SegmentationInferenceConfig& c, const std::string& field,
+                                Problems* problems) {
+  for (int i = 0; i < c.scales_size(); ++i) {
+    problems->Require(c.scales(i) > 0 && std::isfinite(c.scales(i)),
+                      absl::StrCat(field, ".scales[", i, "]"),
+                      absl::StrCat("must be a finite number > 0 (a factor of the image as fed), got ",
+                                   c.scales(i)));
+  }
+  const bool crop = c.crop_height() != 0 || c.crop_width() != 0;
+  if (crop) {
+    problems->Require(c.crop_height() > 0 && c.crop_width() > 0, field + ".crop_height",
+                      absl::StrCat("crop_height and crop_width must both be > 0 for sliding windows ",
+                                   "(or both 0 for whole images), got ", c.crop_height(), " x ",
+                                   c.crop_width()));
+  }
+  const std::pair<const char*, std::pair<int32_t, int32_t>> strides[] = {
+      {"stride_height", {c.stride_height(), c.crop_height()}},
+      {"stride_width", {c.stride_width(), c.crop_width()}}};
+  for (const auto& [name, values] : strides) {
+    const auto [stride, size] = values;
+    if (stride == 0) continue;
+    if (!crop) {
+      problems->Add(absl::StrCat(field, ".", name),
+                    absl::StrCat("is ", stride, " but there is no crop: set crop_height and ",
+                                 "crop_width for sliding windows, or leave the stride unset"));
+    } else if (stride < 0 || (size > 0 && stride > size)) {
+      problems->Add(absl::StrCat(field, ".", name),
+                    absl::StrCat("must be in [1, ", size, "] (at most the crop, or windows leave ",
+                                 "pixels uncovered; 0: two thirds of the crop), got ", stride));
+    }
+  }
+  problems->Require(c.max_batch_size() >= 0, field + ".max_batch_size",
+                    absl::StrCat("must be >= 0 (0: the eval loader's batch size), got ",
+                                 c.max_batch_size()));
 }
 
 bool ValidDevice(const std::string& device) {
@@ -219,6 +256,10 @@ absl::Status ValidatePipelineConfig(const TrainPipelineConfig& c, ConfigUse use)
   }
   p.Require(c.evaluation().every_n_steps() >= 0, "evaluation.every_n_steps",
             absl::StrCat("must be >= 0, got ", c.evaluation().every_n_steps()));
+  if (c.evaluation().has_segmentation_inference()) {
+    CheckSegmentationInference(c.evaluation().segmentation_inference(),
+                               "evaluation.segmentation_inference", &p);
+  }
 
   const OptimizerConfig& opt = c.optimizer();
   p.Require(!opt.type().empty(), "optimizer.type",
@@ -305,6 +346,15 @@ absl::Status ValidatePipelineConfig(const TrainPipelineConfig& c, ConfigUse use)
 
   if (p.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("invalid config:\n  ", p.Joined()));
+}
+
+absl::Status ValidateSegmentationInferenceConfig(const SegmentationInferenceConfig& config,
+                                                const std::string& field) {
+  Problems p;
+  CheckSegmentationInference(config, field, &p);
+  if (p.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid segmentation inference options:\n  ", p.Joined()));
 }
 
 std::string ConfigToText(const TrainPipelineConfig& config) {

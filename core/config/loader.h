@@ -32,6 +32,12 @@ absl::Status MergeConfigText(const std::string& text, const std::string& source,
 absl::Status ValidatePipelineConfig(const TrainPipelineConfig& config,
                                     ConfigUse use = ConfigUse::kTraining);
 
+// Checks segmentation inference options (evaluation.segmentation_inference, also part of
+// ValidatePipelineConfig); every problem is named as `field`.<option>.
+absl::Status ValidateSegmentationInferenceConfig(
+    const SegmentationInferenceConfig& config,
+    const std::string& field = "evaluation.segmentation_inference");
+
 // The config in canonical text format (Any payloads expanded, map keys sorted).
 std::string ConfigToText(const TrainPipelineConfig& config);
 

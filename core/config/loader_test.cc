@@ -154,6 +154,36 @@ TEST(LoaderTest, OverrideCanFixAnInvalidValue) {
   EXPECT_TRUE(c.ok()) << c.status();
 }
 
+TEST(LoaderTest, SegmentationInferenceOptionsAreChecked) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(
+      Path("valid.pbtxt"),
+      {"evaluation { segmentation_inference { scales: 1 scales: -0.5 crop_height: 64 "
+       "stride_height: 80 stride_width: 3 max_batch_size: -1 } }"});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(c.status().message());
+  EXPECT_THAT(message, HasSubstr("evaluation.segmentation_inference.scales[1]: must be a finite "
+                                 "number > 0 (a factor of the image as fed), got -0.5"));
+  EXPECT_THAT(message, HasSubstr("evaluation.segmentation_inference.crop_height: crop_height and "
+                                 "crop_width must both be > 0 for sliding windows (or both 0 for "
+                                 "whole images), got 64 x 0"));
+  EXPECT_THAT(message, HasSubstr("evaluation.segmentation_inference.stride_height: must be in "
+                                 "[1, 64]"));
+  EXPECT_THAT(message, HasSubstr("got 80"));
+  EXPECT_THAT(message, HasSubstr("evaluation.segmentation_inference.max_batch_size: must be >= 0"));
+
+  c = LoadPipelineConfig(Path("valid.pbtxt"),
+                         {"evaluation { segmentation_inference { stride_width: 8 } }"});
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("evaluation.segmentation_inference.stride_width: is 8 but there is no "
+                        "crop: set crop_height and crop_width"));
+
+  c = LoadPipelineConfig(Path("valid.pbtxt"),
+                         {"evaluation { segmentation_inference { scales: 0.5 scales: 1.75 "
+                          "flip: true crop_height: 64 crop_width: 128 stride_width: 128 } }"});
+  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(ValidateSegmentationInferenceConfig(SegmentationInferenceConfig()).ok());
+}
+
 TEST(LoaderTest, FingerprintIsStableAndSensitive) {
   absl::StatusOr<TrainPipelineConfig> a = LoadPipelineConfig(Path("valid.pbtxt"));
   absl::StatusOr<TrainPipelineConfig> b = LoadPipelineConfig(Path("valid.pbtxt"));

@@ -174,6 +174,20 @@ absl::Status ValidateConfig(const ResNetConfig& config) {
                      " entries; give none or one per stage layer1..layer4, e.g. [false, true, "
                      "true, true]"));
   }
+  const std::vector<int64_t>& grid = config.multi_grid();
+  const int64_t layer4_blocks = BlocksPerStage(config.depth())[3];
+  if (!grid.empty() && static_cast<int64_t>(grid.size()) != layer4_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "multi_grid: has ", grid.size(), " entries but ResNet", config.depth(), "'s layer4 has ",
+        layer4_blocks, " blocks; give one multiplier per block (e.g. ",
+        layer4_blocks == 3 ? "[1, 2, 4]" : "[1, 2]", ") or none"));
+  }
+  for (size_t i = 0; i < grid.size(); ++i) {
+    if (grid[i] < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("multi_grid[", i, "]: ", grid[i],
+                                                     " is not a dilation multiplier; use >= 1"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -219,7 +233,8 @@ class RegisteredResNet final : public ResNet {
     config.frozen_stages(options.frozen_stages())
         .frozen_batchnorm(options.frozen_batchnorm())
         .output_stride(options.output_stride())
-        .stage_with_dcn({options.stage_with_dcn().begin(), options.stage_with_dcn().end()});
+        .stage_with_dcn({options.stage_with_dcn().begin(), options.stage_with_dcn().end()})
+        .multi_grid({options.multi_grid().begin(), options.multi_grid().end()});
     VISION_RETURN_IF_ERROR(
         core::WithContext(absl::StrCat(name, " options"), ValidateConfig(config)));
     std::unique_ptr<RegisteredResNet> net;
@@ -257,15 +272,16 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config), bottleneck_(config
     if (i > 0 && !dilate[i]) stride *= 2;
     strides_.push_back(stride);
     layers_.push_back(register_module(
-        absl::StrCat("layer", i + 1), MakeStage(int64_t{64} << i, blocks[i], i == 0 ? 1 : 2,
-                                                dilate[i], !dcn.empty() && dcn[i])));
+        absl::StrCat("layer", i + 1),
+        MakeStage(int64_t{64} << i, blocks[i], i == 0 ? 1 : 2, dilate[i], !dcn.empty() && dcn[i],
+                  i == 3 ? config_.multi_grid() : std::vector<int64_t>{})));
   }
   ResetParameters();
   Freeze();
 }
 
 torch::nn::Sequential ResNet::MakeStage(int64_t planes, int64_t blocks, int64_t stride, bool dilate,
-                                        bool deformable) {
+                                        bool deformable, const std::vector<int64_t>& multi_grid) {
   const bool frozen_bn = config_.frozen_batchnorm();
   const int64_t expansion = bottleneck_ ? BottleneckImpl::kExpansion : BasicBlockImpl::kExpansion;
   const int64_t previous_dilation = dilation_;
@@ -291,6 +307,15 @@ torch::nn::Sequential ResNet::MakeStage(int64_t planes, int64_t blocks, int64_t 
     }
     in_planes_ = planes * expansion;
   };
+  if (!multi_grid.empty()) {
+    // Multi-grid (DeepLabv3, DANet's authors): every block, the first included, scales the
+    // stage's dilation by its own multiplier.
+    add_block(stride, dilation_ * multi_grid[0], std::move(downsample));
+    for (int64_t b = 1; b < blocks; ++b) {
+      add_block(1, dilation_ * multi_grid[b], torch::nn::Sequential{nullptr});
+    }
+    return stage;
+  }
   // As torchvision: the first block keeps the previous dilation, the rest use the new one.
   add_block(stride, previous_dilation, std::move(downsample));
   for (int64_t b = 1; b < blocks; ++b) add_block(1, dilation_, torch::nn::Sequential{nullptr});

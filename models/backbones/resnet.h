@@ -39,6 +39,10 @@ struct ResNetConfig {
   // 3x3 convolution conv2 of every block in that stage a DeformConv2d, whose weight keeps the
   // plain convolution's name and whose offset branch is new (OffsetBranchParameterNames).
   TORCH_ARG(std::vector<bool>, stage_with_dcn);
+  // Empty, or one multiplier per block of layer4 (DeepLabv3's multi-grid, as DANet's
+  // authors use it): block i's 3x3 convolution gets layer4's dilation times multi_grid[i],
+  // the first block included. At output stride 8, {1, 2, 4} gives dilations 4, 8, 16.
+  TORCH_ARG(std::vector<int64_t>, multi_grid);
 };
 
 class ResNet : public core::Backbone {
@@ -61,7 +65,7 @@ class ResNet : public core::Backbone {
 
  private:
   torch::nn::Sequential MakeStage(int64_t planes, int64_t blocks, int64_t stride, bool dilate,
-                                  bool deformable);
+                                  bool deformable, const std::vector<int64_t>& multi_grid);
   void ResetParameters();
   void Freeze();
 

@@ -219,6 +219,30 @@ TEST(ResNetTest, DeformableResNetWithPlainWeightsMatchesThePlainOneInTraining) {
   }
 }
 
+TEST(ResNetTest, MultiGridScalesLayer4DilationsPerBlock) {
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(50).output_stride(8).multi_grid({1, 2, 4}));
+  ASSERT_NE(net, nullptr);
+  EXPECT_THAT(net->Strides(), ElementsAre(4, 8, 8, 8));
+  // DANet's authors' layer4 at output stride 8: dilations 4, 8, 16 (the first block included),
+  // padding equal to the dilation so the size is kept; layer3 is untouched.
+  for (const auto& [block, dilation] : std::vector<std::pair<std::string, int64_t>>{
+           {"layer4.0", 4}, {"layer4.1", 8}, {"layer4.2", 16}}) {
+    EXPECT_THAT(*ConvAt(*net, block + ".conv2").options.dilation(), ElementsAre(dilation, dilation));
+    EXPECT_THAT(*std::get<torch::ExpandingArray<2>>(ConvAt(*net, block + ".conv2").options.padding()),
+                ElementsAre(dilation, dilation));
+    EXPECT_THAT(*ConvAt(*net, block + ".conv2").options.stride(), ElementsAre(1, 1));
+  }
+  EXPECT_THAT(*ConvAt(*net, "layer3.1.conv2").options.dilation(), ElementsAre(2, 2));
+  EXPECT_THAT(OutputShapes(*net, 64, 64).back(), ElementsAre(1, 2048, 8, 8));
+  // At output stride 32 the multipliers apply to dilation 1; ResNet-18 has two blocks there.
+  std::unique_ptr<ResNet> small = Make(ResNetConfig(18).multi_grid({1, 2}));
+  ASSERT_NE(small, nullptr);
+  EXPECT_THAT(*ConvAt(*small, "layer4.0.conv1").options.dilation(), ElementsAre(1, 1));
+  EXPECT_THAT(*ConvAt(*small, "layer4.0.conv1").options.stride(), ElementsAre(2, 2));
+  EXPECT_THAT(*ConvAt(*small, "layer4.1.conv1").options.dilation(), ElementsAre(2, 2));
+  EXPECT_THAT(OutputShapes(*small, 64, 64).back(), ElementsAre(1, 512, 2, 2));
+}
+
 TEST(ResNetTest, ResNet18SupportsOutputStride8) {
   std::unique_ptr<ResNet> net = Make(ResNetConfig(18).output_stride(8));
   ASSERT_NE(net, nullptr);
@@ -381,6 +405,11 @@ TEST(ResNetTest, InvalidConfigsAreErrors) {
   EXPECT_THAT(net.status().message(), HasSubstr("frozen_stages"));
   net = MakeResNet(ResNetConfig(50).stage_with_dcn({true, true, true}));
   EXPECT_THAT(net.status().message(), HasSubstr("stage_with_dcn: has 3 entries"));
+  net = MakeResNet(ResNetConfig(18).multi_grid({1, 2, 4}));
+  EXPECT_THAT(net.status().message(),
+              HasSubstr("multi_grid: has 3 entries but ResNet18's layer4 has 2 blocks"));
+  net = MakeResNet(ResNetConfig(50).multi_grid({1, 0, 4}));
+  EXPECT_THAT(net.status().message(), HasSubstr("multi_grid[1]: 0"));
 }
 
 google::protobuf::Any Pack(const ResNetOptions& options) {
@@ -410,9 +439,12 @@ TEST(ResNetRegistryTest, AppliesOptions) {
   options.set_output_stride(16);
   options.set_frozen_stages(1);
   options.set_frozen_batchnorm(true);
+  options.add_multi_grid(1);
+  options.add_multi_grid(3);
   absl::StatusOr<std::unique_ptr<core::Backbone>> backbone =
       core::BackboneRegistry::Get().Create("ResNet18", Pack(options));
   ASSERT_TRUE(backbone.ok()) << backbone.status();
+  EXPECT_THAT(dynamic_cast<ResNet&>(**backbone).config().multi_grid(), ElementsAre(1, 3));
   EXPECT_THAT((*backbone)->Strides(), ElementsAre(4, 8, 16, 16));
   EXPECT_FALSE((*backbone)->named_parameters()["layer1.0.conv1.weight"].requires_grad());
   EXPECT_TRUE((*backbone)->named_parameters()["layer2.0.conv1.weight"].requires_grad());

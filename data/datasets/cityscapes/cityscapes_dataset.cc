@@ -259,8 +259,13 @@ std::optional<core::DatasetMetadata> CityscapesDataset::Metadata() const {
   metadata.annotation_kind = core::AnnotationKind::kLabelMaps;
   metadata.class_names.assign(TrainClassNames().begin(), TrainClassNames().end());
   metadata.source_ids.resize(kNumTrainClasses);
+  metadata.class_categories.resize(kNumTrainClasses);
+  metadata.class_colours.resize(kNumTrainClasses);
   for (const CityscapesLabel& label : CityscapesLabels()) {
-    if (label.train_id != kIgnoreTrainId) metadata.source_ids[label.train_id] = label.id;
+    if (label.train_id == kIgnoreTrainId) continue;
+    metadata.source_ids[label.train_id] = label.id;
+    metadata.class_categories[label.train_id] = label.category;
+    metadata.class_colours[label.train_id] = {label.rgb[0], label.rgb[1], label.rgb[2]};
   }
   metadata.source_id_name = "label id";
   metadata.ignore_label = kIgnoreTrainId;

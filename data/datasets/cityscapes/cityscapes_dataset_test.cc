@@ -104,6 +104,10 @@ TEST(CityscapesLabelsTest, TableMatchesLabelsPy) {
   EXPECT_STREQ(labels[label_id::kCaravan].name, "caravan");
   EXPECT_STREQ(labels[label_id::kBicycle].name, "bicycle");
   EXPECT_EQ(labels[label_id::kBicycle].rgb, cv::Vec3b(119, 11, 32));
+  EXPECT_STREQ(labels[label_id::kUnlabeled].category, "void");
+  EXPECT_STREQ(labels[label_id::kParking].category, "flat");
+  EXPECT_STREQ(labels[label_id::kPoleGroup].category, "object");
+  EXPECT_STREQ(labels[label_id::kCaravan].category, "vehicle");
   EXPECT_STREQ(labels[34].name, "license plate");
   EXPECT_EQ(labels[34].id, -1);
   EXPECT_EQ(labels[34].train_id, kIgnore);
@@ -249,6 +253,15 @@ TEST(CityscapesDatasetTest, MetadataIsTheTrainIdsWithTheirLabelIds) {
                                                   25, 26, 27, 28, 31, 32, 33));
     EXPECT_EQ(metadata->source_id_name, "label id");
     EXPECT_EQ(metadata->ignore_label, 255);
+    // labels.py's categories and colours of the same labels.
+    EXPECT_THAT(metadata->class_categories,
+                ElementsAre("flat", "flat", "construction", "construction", "construction",
+                            "object", "object", "object", "nature", "nature", "sky", "human",
+                            "human", "vehicle", "vehicle", "vehicle", "vehicle", "vehicle",
+                            "vehicle"));
+    ASSERT_EQ(metadata->class_colours.size(), 19u);
+    EXPECT_THAT(metadata->class_colours[0], ElementsAre(128, 64, 128));
+    EXPECT_THAT(metadata->class_colours[18], ElementsAre(119, 11, 32));
   }
 }
 

@@ -68,6 +68,9 @@ struct CityscapesLabel {
   int train_id;
   // The colour of the official visualisations, RGB.
   cv::Vec3b rgb;
+  // The group the official evaluation also scores as a whole ("flat", "vehicle"; "void" for
+  // labels that are never evaluated).
+  const char* category;
 };
 
 // All 35 labels in id order, the license plate last.

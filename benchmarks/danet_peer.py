@@ -1,0 +1,169 @@
+"""DANet in Python PyTorch, the same network, losses and update as models/danet (a dilated
+ResNet in torchvision's layout at output stride 8 with multi-grid in layer4, the authors' head
+with position and channel attention, three cross-entropy losses with ignore index 255, SGD with
+momentum 0.9 and weight decay 1e-4), timing training steps on random images and labels with the
+same flags and output line as //models/danet:danet_step_benchmark. Run by
+benchmarks/danet_step.sh."""
+import argparse
+import resource
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    """BasicBlock (dilation on the first 3x3, as ours and mmseg) or Bottleneck (v1.5)."""
+
+    def __init__(self, cin, planes, stride, dilation, bottleneck, downsample):
+        super().__init__()
+        self.bottleneck = bottleneck
+        out = planes * (4 if bottleneck else 1)
+        if bottleneck:
+            self.conv1 = nn.Conv2d(cin, planes, 1, bias=False)
+            self.conv2 = nn.Conv2d(planes, planes, 3, stride, dilation, dilation, bias=False)
+            self.conv3 = nn.Conv2d(planes, out, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(out)
+        else:
+            self.conv1 = nn.Conv2d(cin, planes, 3, stride, dilation, dilation, bias=False)
+            self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = downsample
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.bottleneck:
+            out = self.bn3(self.conv3(F.relu(out)))
+        return F.relu(out + (self.downsample(x) if self.downsample is not None else x))
+
+
+class DilatedResNet(nn.Module):
+    def __init__(self, depth, multi_grid):
+        super().__init__()
+        blocks = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3], 50: [3, 4, 6, 3], 101: [3, 4, 23, 3]}[depth]
+        self.bottleneck = depth >= 50
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        self.cin, self.dilation = 64, 1
+        self.layer1 = self._stage(64, blocks[0], 1, False, None)
+        self.layer2 = self._stage(128, blocks[1], 2, False, None)
+        self.layer3 = self._stage(256, blocks[2], 2, True, None)
+        self.layer4 = self._stage(512, blocks[3], 2, True, multi_grid)
+
+    def _stage(self, planes, n, stride, dilate, grid):
+        expansion = 4 if self.bottleneck else 1
+        previous = self.dilation
+        if dilate:
+            self.dilation *= stride
+            stride = 1
+        downsample = None
+        if stride != 1 or self.cin != planes * expansion:
+            downsample = nn.Sequential(nn.Conv2d(self.cin, planes * expansion, 1, stride, bias=False),
+                                       nn.BatchNorm2d(planes * expansion))
+        layers = []
+        for b in range(n):
+            dilation = self.dilation * grid[b] if grid else (previous if b == 0 else self.dilation)
+            layers.append(Block(self.cin, planes, stride if b == 0 else 1, dilation, self.bottleneck,
+                                downsample if b == 0 else None))
+            self.cin = planes * expansion
+        return nn.Sequential(*layers)
+
+    def forward(self, x):
+        x = self.maxpool(F.relu(self.bn1(self.conv1(x))))
+        x = self.layer2(self.layer1(x))
+        return self.layer4(self.layer3(x))
+
+
+class PAM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.query_conv = nn.Conv2d(c, c // 8, 1)
+        self.key_conv = nn.Conv2d(c, c // 8, 1)
+        self.value_conv = nn.Conv2d(c, c, 1)
+        self.gamma = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        q = self.query_conv(x).view(n, -1, h * w).permute(0, 2, 1)
+        attention = torch.softmax(torch.bmm(q, self.key_conv(x).view(n, -1, h * w)), dim=-1)
+        out = torch.bmm(self.value_conv(x).view(n, -1, h * w), attention.permute(0, 2, 1))
+        return self.gamma * out.view(n, c, h, w) + x
+
+
+class CAM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        flat = x.view(n, c, -1)
+        energy = torch.bmm(flat, flat.permute(0, 2, 1))
+        energy = torch.max(energy, -1, keepdim=True)[0].expand_as(energy) - energy
+        out = torch.bmm(torch.softmax(energy, dim=-1), flat).view(n, c, h, w)
+        return self.gamma * out + x
+
+
+def cbr(cin, cout):
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+
+
+class DANet(nn.Module):
+    def __init__(self, depth, classes):
+        super().__init__()
+        self.backbone = DilatedResNet(depth, [1, 2, 4] if depth >= 50 else [1, 2])
+        cin = 2048 if depth >= 50 else 512
+        inter = cin // 4
+        self.conv5a, self.conv5c = cbr(cin, inter), cbr(cin, inter)
+        self.sa, self.sc = PAM(inter), CAM()
+        self.conv51, self.conv52 = cbr(inter, inter), cbr(inter, inter)
+        self.conv6, self.conv7, self.conv8 = [
+            nn.Sequential(nn.Dropout2d(0.1), nn.Conv2d(inter, classes, 1)) for _ in range(3)]
+
+    def forward(self, x):
+        size = x.shape[2:]
+        f = self.backbone(x)
+        sa = self.conv51(self.sa(self.conv5a(f)))
+        sc = self.conv52(self.sc(self.conv5c(f)))
+        outs = [self.conv8(sa + sc), self.conv6(sa), self.conv7(sc)]
+        return [F.interpolate(o, size, mode="bilinear", align_corners=True) for o in outs]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--depth", type=int, default=18)
+    parser.add_argument("--height", type=int, default=128)
+    parser.add_argument("--width", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model = DANet(args.depth, 19).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    images = torch.randn(args.batch, 3, args.height, args.width)
+    labels = torch.randint(0, 19, (args.batch, args.height, args.width))
+    seconds = []
+    for step in range(args.steps + 1):
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        loss = sum(F.cross_entropy(o, labels, ignore_index=255) for o in model(images))
+        loss.backward()
+        optimizer.step()
+        value = loss.item()
+        if step > 0:
+            seconds.append(time.perf_counter() - start)
+    seconds.sort()
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(f"DANet-ResNet-{args.depth} {args.height}x{args.width} batch {args.batch} threads "
+          f"{args.threads}: median step {seconds[len(seconds) // 2]:.4f} s, peak RSS "
+          f"{peak_mib:.0f} MiB (last loss {value:.4f})")
+
+
+if __name__ == "__main__":
+    main()
