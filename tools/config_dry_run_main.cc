@@ -30,7 +30,7 @@ namespace {
 absl::Status MissingPlugins(const std::string& path, const std::string& target,
                             const std::vector<std::string>& hints, const absl::Status& cause) {
   std::string message = absl::StrCat(path, " needs plugins that ", target, " does not link:\n  ",
-                                      absl::StrJoin(hints, "\n  "));
+                                     absl::StrJoin(hints, "\n  "));
   if (!cause.ok()) absl::StrAppend(&message, "\n(the dry run stopped at: ", cause.message(), ")");
   return absl::FailedPreconditionError(message);
 }
@@ -52,7 +52,8 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   text << file.rdbuf();
   // Options types first: without them the config does not parse, and the loader's error would
   // not say which target provides them.
-  const std::vector<std::string> unparsable = MissingPluginHints(text.str(), absl::OkStatus(), target);
+  const std::vector<std::string> unparsable =
+      MissingPluginHints(text.str(), absl::OkStatus(), target);
   if (!unparsable.empty()) return MissingPlugins(path, target, unparsable, absl::OkStatus());
 
   std::set<int> world_sizes = {1, absl::GetFlag(FLAGS_nproc_per_node)};

@@ -13,9 +13,12 @@ const std::vector<PluginTarget>& PluginTargets() {
   static const auto* targets = new std::vector<PluginTarget>{
       {"model", "DBNet", "vision.models.dbnet.DBNetOptions", "//models/dbnet"},
       {"model", "MaskRCNN", "vision.models.mask_rcnn.MaskRCNNOptions", "//models/mask_rcnn"},
-      {"backbone", "ResNet18", "vision.models.backbones.ResNetOptions", "//models/backbones:resnet"},
-      {"backbone", "ResNet34", "vision.models.backbones.ResNetOptions", "//models/backbones:resnet"},
-      {"backbone", "ResNet50", "vision.models.backbones.ResNetOptions", "//models/backbones:resnet"},
+      {"backbone", "ResNet18", "vision.models.backbones.ResNetOptions",
+       "//models/backbones:resnet"},
+      {"backbone", "ResNet34", "vision.models.backbones.ResNetOptions",
+       "//models/backbones:resnet"},
+      {"backbone", "ResNet50", "vision.models.backbones.ResNetOptions",
+       "//models/backbones:resnet"},
       {"backbone", "ResNet101", "vision.models.backbones.ResNetOptions",
        "//models/backbones:resnet"},
       {"dataset", "COCO", "vision.data.datasets.CocoOptions", "//data/datasets/coco"},
@@ -44,8 +47,7 @@ const std::vector<PluginTarget>& PluginTargets() {
       {"optimizer", "SGD", "vision.engine.optim.SgdOptions", "//engine/optim:optimizers"},
       {"optimizer", "Adam", "vision.engine.optim.AdamOptions", "//engine/optim:optimizers"},
       {"optimizer", "AdamW", "vision.engine.optim.AdamOptions", "//engine/optim:optimizers"},
-      {"lr_schedule", "Constant", "vision.engine.schedules.ConstantOptions",
-       "//engine/schedules"},
+      {"lr_schedule", "Constant", "vision.engine.schedules.ConstantOptions", "//engine/schedules"},
       {"lr_schedule", "Cosine", "vision.engine.schedules.CosineOptions", "//engine/schedules"},
       {"lr_schedule", "MultiStep", "vision.engine.schedules.MultiStepOptions",
        "//engine/schedules"},
@@ -69,8 +71,8 @@ const std::vector<PluginTarget>& PluginTargets() {
 namespace {
 
 std::string Hint(const PluginTarget& plugin, const std::string& target) {
-  return absl::StrCat(plugin.family, " '", plugin.name, "' is not linked into ", target,
-                      ": add \"", plugin.label, "\" to its deps");
+  return absl::StrCat(plugin.family, " '", plugin.name, "' is not linked into ", target, ": add \"",
+                      plugin.label, "\" to its deps");
 }
 
 }  // namespace
@@ -101,8 +103,7 @@ std::vector<std::string> MissingPluginHints(const std::string& config_text,
       }
     }
     if (owner != nullptr) {
-      hints.push_back(absl::StrCat("options type ", type, ": the ",
-                                   Hint(*owner, target)));
+      hints.push_back(absl::StrCat("options type ", type, ": the ", Hint(*owner, target)));
     } else {
       hints.push_back(absl::StrCat(
           "options type ", type, " is not linked into ", target,

@@ -20,9 +20,15 @@ TEST(MissingPluginHintsTest, UnlinkedOptionsTypeNamesItsPluginAndTarget) {
   const std::string config = R"pb(
     model {
       type: "DBNet"
-      options { [type.googleapis.com/vision.models.dbnet.DBNetOptions] { k: 50 } }
+      options {
+        [type.googleapis.com/vision.models.dbnet.DBNetOptions] { k: 50 }
+      }
     }
-    optimizer { options { [type.googleapis.com/vision.models.dbnet.DBNetOptions] {} } }
+    optimizer {
+      options {
+        [type.googleapis.com/vision.models.dbnet.DBNetOptions] {}
+      }
+    }
   )pb";
   // Named once, although the config names it twice.
   EXPECT_THAT(MissingPluginHints(config, absl::OkStatus(), kTarget),
@@ -42,8 +48,8 @@ TEST(MissingPluginHintsTest, UnknownOptionsTypeSaysNoPluginDeclaresIt) {
   const std::vector<std::string> hints = MissingPluginHints(
       "[type.googleapis.com/vision.NoSuchOptions] {}", absl::OkStatus(), kTarget);
   ASSERT_EQ(hints.size(), 1u);
-  EXPECT_THAT(hints[0], HasSubstr("vision.NoSuchOptions is not linked into " +
-                                  std::string(kTarget)));
+  EXPECT_THAT(hints[0],
+              HasSubstr("vision.NoSuchOptions is not linked into " + std::string(kTarget)));
   EXPECT_THAT(hints[0], HasSubstr("no plugin of //tools:all_plugins declares it"));
 }
 
@@ -65,8 +71,7 @@ TEST(MissingPluginHintsTest, RegistryMissOutsideTheTableSaysSo) {
   EXPECT_THAT(MissingPluginHints("", miss, kTarget),
               ElementsAre(HasSubstr("no plugin of //tools:all_plugins registers it")));
   // Errors that are not registry misses give no hint.
-  EXPECT_THAT(MissingPluginHints("", absl::NotFoundError("Unknown model 'X'"), kTarget),
-              IsEmpty());
+  EXPECT_THAT(MissingPluginHints("", absl::NotFoundError("Unknown model 'X'"), kTarget), IsEmpty());
 }
 
 }  // namespace

@@ -6,12 +6,10 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/augmentation.h"
 #include "core/backbone.h"
 #include "core/comm_strategy.h"

@@ -63,7 +63,10 @@ def vision_training_target(
         "config='$(rootpath %s)'" % config,
         "nproc_per_node=%d" % nproc_per_node,
         "launcher='$(rootpath %s)'" % launcher,
-        "launcher_args=(%s)" % " ".join([_shell_quote(a).replace("$", "$$") for a in launcher_args]),
+        "launcher_args=(%s)" % " ".join([
+            _shell_quote(a).replace("$", "$$")
+            for a in launcher_args
+        ]),
     ]
     native.genrule(
         name = name + "_script",

@@ -9,7 +9,9 @@ if "$@" > "${log}" 2>&1; then
   exit 1
 fi
 cat "${log}"
-grep -q "backbone 'ResNet18' is not linked into //testdata/training:train_dbnet_smoke_without_backbone: add \"//models/backbones:resnet\" to its deps" "${log}"
+target=//testdata/training:train_dbnet_smoke_without_backbone
+grep -qF "backbone 'ResNet18' is not linked into ${target}: add \"//models/backbones:resnet\" to its deps" \
+  "${log}"
 # The registry's own message stays, listing what is linked.
 grep -q "Unknown backbone 'ResNet18'" "${log}"
 echo "PASS"
