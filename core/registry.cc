@@ -5,10 +5,16 @@
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace vision::core {
+namespace {
+
+constexpr char kUnknownPluginPayload[] = "vision.core.UnknownPlugin";
+
+}  // namespace
 
 int EditDistance(absl::string_view a, absl::string_view b) {
   std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
@@ -52,12 +58,24 @@ absl::Status UnknownName(absl::string_view family, absl::string_view name,
   const int tolerance = std::max<int>(1, static_cast<int>(name.size()) / 3);
   std::string hint;
   if (!best.empty() && best_distance <= tolerance) hint = absl::StrCat("; did you mean '", best, "'?");
-  return absl::NotFoundError(absl::StrCat(
+  absl::Status status = absl::NotFoundError(absl::StrCat(
       "Unknown ", family, " '", name, "'", hint, " Registered ", family, " plugins: ",
       registered.empty() ? std::string("(none)") : absl::StrJoin(registered, ", "),
       ". A plugin is only registered when its library is linked: check the binary's plugin "
       "bundle."));
+  // Family and name cannot contain a newline: they are C++ identifiers and quoted config names.
+  status.SetPayload(kUnknownPluginPayload, absl::Cord(absl::StrCat(family, "\n", name)));
+  return status;
 }
 
 }  // namespace internal
+
+std::optional<UnknownPlugin> UnknownPluginOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(kUnknownPluginPayload);
+  if (!payload.has_value()) return std::nullopt;
+  const std::string text(*payload);
+  const size_t newline = text.find('\n');
+  if (newline == std::string::npos) return std::nullopt;
+  return UnknownPlugin{text.substr(0, newline), text.substr(newline + 1)};
+}
 }  // namespace vision::core

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,11 +30,21 @@ namespace internal {
 [[noreturn]] void DieOnDuplicate(absl::string_view family, absl::string_view name,
                                  absl::string_view first_site, absl::string_view second_site);
 
-// "Unknown model 'DBNett'; did you mean 'DBNet'? Registered: DANet, DBNet, MaskRCNN".
+// "Unknown model 'DBNett'; did you mean 'DBNet'? Registered: DANet, DBNet, MaskRCNN", with
+// the family and name attached as a payload (see UnknownPluginOf).
 absl::Status UnknownName(absl::string_view family, absl::string_view name,
                          const std::vector<std::string>& registered);
 
 }  // namespace internal
+
+// The plugin a registry lookup missed, read from the status's payload rather than its text,
+// which WithContext prefixes: lets a caller (the training targets' dry-run test) say which
+// Bazel target would register it.
+struct UnknownPlugin {
+  std::string family;
+  std::string name;
+};
+std::optional<UnknownPlugin> UnknownPluginOf(const absl::Status& status);
 
 // Edit distance used for the "did you mean" suggestion (case-insensitive).
 int EditDistance(absl::string_view a, absl::string_view b);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/config/test_options.pb.h"
+#include "core/status_util.h"
 #include "core/plugin.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -85,6 +86,19 @@ TEST(RegistryTest, UnknownNameListsRegisteredAndSuggests) {
   EXPECT_THAT(w.status().message(), HasSubstr("Unknown widget 'FooWidgte'"));
   EXPECT_THAT(w.status().message(), HasSubstr("did you mean 'FooWidget'?"));
   EXPECT_THAT(w.status().message(), HasSubstr("Registered widget plugins: FooWidget"));
+}
+
+// The missed plugin is readable without parsing the message, also after context is added.
+TEST(RegistryTest, UnknownNameCarriesFamilyAndNameThroughContext) {
+  absl::StatusOr<std::unique_ptr<Widget>> w =
+      WidgetRegistry::Get().Create("BarWidget", google::protobuf::Any(), 0);
+  const absl::Status wrapped = WithContext("model.backbone", WithContext("a.pbtxt", w.status()));
+  EXPECT_THAT(wrapped.message(), HasSubstr("model.backbone: a.pbtxt: Unknown widget"));
+  const std::optional<UnknownPlugin> missed = UnknownPluginOf(wrapped);
+  ASSERT_TRUE(missed.has_value());
+  EXPECT_EQ(missed->family, "widget");
+  EXPECT_EQ(missed->name, "BarWidget");
+  EXPECT_FALSE(UnknownPluginOf(absl::NotFoundError("Unknown widget 'BarWidget'")).has_value());
 }
 
 TEST(RegistryTest, FarMissGivesNoSuggestion) {

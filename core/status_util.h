@@ -6,15 +6,21 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace vision::core {
 
-// "<context>: <message>" with the status's code (a file, a config field, a sample); OK stays OK.
+// "<context>: <message>" with the status's code (a file, a config field, a sample) and its
+// payloads (what a caller reads structurally, e.g. the plugin a registry missed); OK stays OK.
 inline absl::Status WithContext(absl::string_view context, const absl::Status& status) {
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+  absl::Status result(status.code(), absl::StrCat(context, ": ", status.message()));
+  status.ForEachPayload([&result](absl::string_view type_url, const absl::Cord& payload) {
+    result.SetPayload(type_url, payload);
+  });
+  return result;
 }
 
 template <typename T>

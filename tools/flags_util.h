@@ -15,9 +15,15 @@ namespace vision::tools {
 // argc/argv are rewritten in place for absl::ParseCommandLine.
 std::vector<std::string> ExtractRepeatedFlag(const std::string& name, int* argc, char** argv);
 
+// Under `bazel run` a driver starts in its runfiles tree, while the relative paths a user gives
+// (--config, and the data roots and output directories inside a config) mean the workspace they
+// ran it from, which Bazel names in BUILD_WORKSPACE_DIRECTORY: changes into that directory when
+// the variable is set. The one place that does it, for every driver and training target.
+absl::Status EnterWorkspaceDirectory();
+
 // The main() of every driver: sets the usage text, takes the repeatable --override flags out
-// of argv, parses the abseil flags, runs `run(overrides)`, and turns an error into
-// "error: <message>" on stderr and exit code 1.
+// of argv, parses the abseil flags, enters the `bazel run` workspace (EnterWorkspaceDirectory),
+// runs `run(overrides)`, and turns an error into "error: <message>" on stderr and exit code 1.
 int RunDriver(int argc, char** argv, const char* usage,
               const std::function<absl::Status(const std::vector<std::string>& overrides)>& run);
 

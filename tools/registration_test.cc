@@ -1,16 +1,15 @@
-// Links every plugin of //tools:all_plugins, checks that each expected name is registered, and
-// dry-runs every shipped .pbtxt (passed as arguments): loads it, then builds every component
-// through the registries, with each dataset pointed at the test data in testdata/ for its type.
+// Links every plugin of //tools:all_plugins, checks that each expected name is registered and
+// that tools/plugin_targets.cc knows the target of each, and dry-runs every shipped .pbtxt
+// (passed as arguments): loads it, then builds every component through the registries, with
+// each dataset pointed at the test data in testdata/ for its type (tools/dry_run_fixtures.h).
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/augmentation.h"
 #include "core/backbone.h"
 #include "core/comm_strategy.h"
@@ -23,7 +22,10 @@
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
+#include "tools/dry_run_fixtures.h"
+#include "tools/plugin_targets.h"
 
 namespace vision::tools {
 namespace {
@@ -31,81 +33,6 @@ namespace {
 using ::testing::HasSubstr;
 
 std::vector<std::string>* config_paths = nullptr;
-
-// The test data of each dataset type: options (text format) merged over a config's dataset
-// options as --override merges them, field by field, so that a config's other options (its
-// split) stay. A type may have several, tried in order until one builds: COCO's second has the
-// real COCO's 80 categories, for configs written for COCO itself. Shipped configs of a new model
-// need nothing here; a new dataset type needs an entry, and its testdata files in this test's
-// `data`.
-const std::map<std::string, std::vector<std::string>>& DatasetFixtures() {
-  static const auto* fixtures = new std::map<std::string, std::vector<std::string>>{
-      {"COCO",
-       {R"pb([type.googleapis.com/vision.data.datasets.CocoOptions] {
-               root: "testdata/coco"
-               annotation_file: "annotations/instances_tiny.json"
-               image_dir: "images"
-             })pb",
-        R"pb([type.googleapis.com/vision.data.datasets.CocoOptions] {
-               root: "testdata/coco"
-               annotation_file: "annotations/instances_tiny_coco80.json"
-               image_dir: "images"
-             })pb"}},
-      {"Cityscapes", {R"pb([type.googleapis.com/vision.data.datasets.CityscapesOptions] {
-                             root: "testdata/cityscapes"
-                           })pb"}},
-      {"ICDAR2015", {R"pb([type.googleapis.com/vision.data.datasets.ICDAR2015Options] {
-                            root: "testdata/icdar2015"
-                          })pb"}},
-  };
-  return *fixtures;
-}
-
-// The overrides that point `field` ("train_data") of a config whose dataset is `type` at the
-// type's test data, one per fixture.
-absl::StatusOr<std::vector<std::string>> FixtureOverrides(const std::string& field,
-                                                          const std::string& type) {
-  auto fixture = DatasetFixtures().find(type);
-  if (fixture == DatasetFixtures().end()) {
-    return absl::NotFoundError(absl::StrCat(
-        "no test data for dataset type '", type, "' (", field,
-        ".dataset.type): add an entry to DatasetFixtures() in tools/registration_test.cc and "
-        "its testdata files to the test's data in tools/BUILD.bazel"));
-  }
-  std::vector<std::string> overrides;
-  for (const std::string& options : fixture->second) {
-    overrides.push_back(absl::StrCat(field, " { dataset { options { ", options, " } } }"));
-  }
-  return overrides;
-}
-
-// The config at `path` with its datasets pointed at their test data: one candidate per fixture
-// (the same fixture index for train and eval data, or the type's only one).
-absl::StatusOr<std::vector<core::TrainPipelineConfig>> LoadWithFixtures(const std::string& path) {
-  VISION_ASSIGN_OR_RETURN(const core::TrainPipelineConfig config, core::LoadPipelineConfig(path));
-  std::vector<std::vector<std::string>> per_role;
-  const std::pair<const char*, const core::DataConfig*> roles[] = {
-      {"train_data", &config.train_data()}, {"eval_data", &config.eval_data()}};
-  size_t candidates = 1;
-  for (const auto& [field, data] : roles) {
-    if (!data->has_dataset()) continue;
-    VISION_ASSIGN_OR_RETURN(std::vector<std::string> fixtures,
-                            FixtureOverrides(field, data->dataset().type()));
-    candidates = std::max(candidates, fixtures.size());
-    per_role.push_back(std::move(fixtures));
-  }
-  std::vector<core::TrainPipelineConfig> configs;
-  for (size_t i = 0; i < candidates; ++i) {
-    std::vector<std::string> overrides;
-    for (const std::vector<std::string>& fixtures : per_role) {
-      overrides.push_back(fixtures[std::min(i, fixtures.size() - 1)]);
-    }
-    VISION_ASSIGN_OR_RETURN(core::TrainPipelineConfig candidate,
-                            core::LoadPipelineConfig(path, overrides));
-    configs.push_back(std::move(candidate));
-  }
-  return configs;
-}
 
 TEST(RegistrationTest, EveryPluginIsRegistered) {
   using ::testing::IsSupersetOf;
@@ -124,6 +51,37 @@ TEST(RegistrationTest, EveryPluginIsRegistered) {
               IsSupersetOf({"allreduce", "bucketed", "fp16_compress", "bf16_compress"}));
   EXPECT_THAT(core::EvaluatorRegistry::Get().Names(),
               IsSupersetOf({"ICDAR2015Hmean", "SemanticSegmentation"}));
+}
+
+// The one table of plugin targets matches what all_plugins registers, both ways, so the hint of
+// a training target's dry-run test names a real plugin and a target that provides its options.
+TEST(RegistrationTest, EveryPluginHasItsTargetInPluginTargets) {
+  std::map<std::string, std::vector<std::string>> registered = {
+      {core::ModelRegistry::Get().family(), core::ModelRegistry::Get().Names()},
+      {core::BackboneRegistry::Get().family(), core::BackboneRegistry::Get().Names()},
+      {core::DatasetRegistry::Get().family(), core::DatasetRegistry::Get().Names()},
+      {core::AugmentationRegistry::Get().family(), core::AugmentationRegistry::Get().Names()},
+      {core::OptimizerRegistry::Get().family(), core::OptimizerRegistry::Get().Names()},
+      {core::LrScheduleRegistry::Get().family(), core::LrScheduleRegistry::Get().Names()},
+      {core::CommStrategyRegistry::Get().family(), core::CommStrategyRegistry::Get().Names()},
+      {core::EvaluatorRegistry::Get().family(), core::EvaluatorRegistry::Get().Names()},
+  };
+  std::map<std::string, std::vector<std::string>> in_table;
+  for (const PluginTarget& plugin : PluginTargets()) {
+    SCOPED_TRACE(absl::StrCat(plugin.family, " ", plugin.name));
+    in_table[plugin.family].push_back(plugin.name);
+    EXPECT_NE(google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(
+                  plugin.options_type),
+              nullptr)
+        << "options type " << plugin.options_type << " is not linked";
+    EXPECT_THAT(std::string(plugin.label), ::testing::StartsWith("//"));
+  }
+  for (auto& [family, names] : in_table) std::sort(names.begin(), names.end());
+  for (const auto& [family, names] : registered) {
+    EXPECT_EQ(in_table[family], names)
+        << "the " << family << " plugins of //tools:all_plugins and tools/plugin_targets.cc differ";
+  }
+  EXPECT_EQ(in_table.size(), registered.size()) << "a family in the table that is not registered";
 }
 
 // Each entry of the table reads its test data, so that a config naming its type can dry-run.
@@ -150,20 +108,9 @@ TEST(RegistrationTest, EveryShippedConfigDryRuns) {
   ASSERT_FALSE(config_paths->empty()) << "no configs passed to the test";
   for (const std::string& path : *config_paths) {
     SCOPED_TRACE(path);
-    absl::StatusOr<std::vector<core::TrainPipelineConfig>> candidates = LoadWithFixtures(path);
-    ASSERT_TRUE(candidates.ok()) << candidates.status();
     // The first fixture the config builds with (its class count decides which).
-    std::vector<std::string> errors;
-    const core::TrainPipelineConfig* config = nullptr;
-    for (const core::TrainPipelineConfig& candidate : *candidates) {
-      absl::StatusOr<core::Pipeline> pipeline = core::BuildPipeline(candidate, 1);
-      if (pipeline.ok()) {
-        config = &candidate;
-        break;
-      }
-      errors.push_back(pipeline.status().ToString());
-    }
-    ASSERT_NE(config, nullptr) << absl::StrJoin(errors, "\n");
+    const absl::StatusOr<core::TrainPipelineConfig> config = FirstBuildingCandidate(path, 1);
+    ASSERT_TRUE(config.ok()) << config.status();
     for (int world_size : {1, 2}) {
       absl::StatusOr<core::Pipeline> pipeline = core::BuildPipeline(*config, world_size);
       ASSERT_TRUE(pipeline.ok()) << pipeline.status();
