@@ -13,6 +13,7 @@ const std::vector<PluginTarget>& PluginTargets() {
   static const auto* targets = new std::vector<PluginTarget>{
       {"model", "DBNet", "vision.models.dbnet.DBNetOptions", "//models/dbnet"},
       {"model", "MaskRCNN", "vision.models.mask_rcnn.MaskRCNNOptions", "//models/mask_rcnn"},
+      {"model", "DANet", "vision.models.danet.DANetOptions", "//models/danet"},
       {"backbone", "ResNet18", "vision.models.backbones.ResNetOptions",
        "//models/backbones:resnet"},
       {"backbone", "ResNet34", "vision.models.backbones.ResNetOptions",
@@ -64,6 +65,8 @@ const std::vector<PluginTarget>& PluginTargets() {
        "//evaluation/coco:coco_evaluator"},
       {"evaluator", "ICDAR2015Hmean", "vision.evaluation.ICDAR2015HmeanOptions",
        "//evaluation/icdar2015:icdar2015_evaluator"},
+      {"evaluator", "SemanticSegmentation", "vision.evaluation.SemanticSegmentationOptions",
+       "//evaluation/semantic_segmentation:semantic_segmentation_evaluator"},
   };
   return *targets;
 }

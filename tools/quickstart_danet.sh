@@ -9,21 +9,21 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash tools/setup.sh
-bazel build //tools:train //tools:launch //tools:make_synthetic_cityscapes //tools:eval
-bin="$(bazel info bazel-bin)"
+# One build for everything below, so the `bazel run`s only start what is built.
+bazel build //models/danet:train_quickstart //tools:make_synthetic_cityscapes //tools:eval
 
 data=data_cache/synthetic_cityscapes
 if [[ ! -f "${data}/.complete" ]]; then
   rm -rf "${data}"
-  "${bin}/data/synthetic/cityscapes/make_synthetic_cityscapes" --output_dir="${data}" \
+  bazel run //tools:make_synthetic_cityscapes -- --output_dir="${PWD}/${data}" \
     --num_train=400 --num_val=50 --width=256 --height=128 --seed=1
   touch "${data}/.complete"
 fi
 
-config=models/danet/configs/quickstart.pbtxt
-# --master_port=0: a free port, so that another job on this machine does not collide.
-"${bin}/distributed/launch/launch" --nproc_per_node=2 --master_port=0 -- \
-  "${bin}/tools/train" --config="${config}" "$@"
+# The config's data root and output directory are relative: under `bazel run` they mean this
+# directory (BUILD_WORKSPACE_DIRECTORY), as --config does for //tools:eval.
+bazel run //models/danet:train_quickstart -- "$@"
 
-"${bin}/tools/eval" --config="${config}" --checkpoint=runs/quickstart_danet/best.pt \
+bazel run //tools:eval -- --config=models/danet/configs/quickstart.pbtxt \
+  --checkpoint=runs/quickstart_danet/best.pt \
   --output_dir=runs/quickstart_danet/predictions --max_images=8 "$@"
