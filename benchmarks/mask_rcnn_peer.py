@@ -76,19 +76,27 @@ def main():
     params = [q for q in model.parameters() if q.requires_grad]
     optimizer = torch.optim.SGD(params, lr=1e-4, momentum=0.9, weight_decay=1e-4)
     model.train()
-    times = []
+    times, forward, backward, update = [], [], [], []
     for step in range(args.steps + 1):
         start = time.perf_counter()
         features = model.backbone(images)
         proposals, rpn_losses = model.rpn(image_list, features, targets)
         _, roi_losses = model.roi_heads(features, proposals, sizes, targets)
         loss = sum({**rpn_losses, **roi_losses}.values())
+        forward_done = time.perf_counter()
         optimizer.zero_grad()
         loss.backward()
+        backward_done = time.perf_counter()
         optimizer.step()
+        end = time.perf_counter()
         if step > 0:  # the first step warms up allocators and kernels
-            times.append(time.perf_counter() - start)
-    print(f"train step {statistics.median(times):.3f} s")
+            times.append(end - start)
+            forward.append(forward_done - start)
+            backward.append(backward_done - forward_done)
+            update.append(end - backward_done)
+    m = statistics.median
+    print(f"train step {m(times):.3f} s (forward {m(forward):.3f}, backward {m(backward):.3f}, "
+          f"optimizer {m(update):.3f})")
     model.eval()
     times = []
     with torch.no_grad():

@@ -23,9 +23,13 @@ echo "torchvision: ${peer//$'\n'/; }"
 "${peer_python}" - "${ours}" "${peer}" <<'PY'
 import re, sys
 def parse(text):
-    train = float(re.search(r"train step ([0-9.]+) s", text).group(1))
+    train = re.search(r"train step ([0-9.]+) s \(forward ([0-9.]+), backward ([0-9.]+), "
+                      r"optimizer ([0-9.]+)\)", text)
     infer = float(re.search(r"inference ([0-9.]+) s", text).group(1))
-    return train, infer
-(ot, oi), (pt, pi) = parse(sys.argv[1]), parse(sys.argv[2])
-print(f"train step: ours/torchvision {ot / pt:.2f}; inference: ours/torchvision {oi / pi:.2f}")
+    return [float(train.group(i)) for i in range(1, 5)] + [infer]
+ours, peer = parse(sys.argv[1]), parse(sys.argv[2])
+names = ["train step", "  forward", "  backward", "  optimizer", "inference"]
+print(f"{'':12s} {'ours (s)':>9s} {'torchvision (s)':>16s} {'ours/torchvision':>17s}")
+for name, o, p in zip(names, ours, peer):
+    print(f"{name:12s} {o:9.3f} {p:16.3f} {o / p:17.2f}")
 PY

@@ -73,17 +73,28 @@ int Run() {
   using Clock = std::chrono::steady_clock;
   const int steps = absl::GetFlag(FLAGS_steps);
   model.train();
-  std::vector<double> times;
+  std::vector<double> times, forward, backward, update;
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
   for (int step = 0; step <= steps; ++step) {
     const auto start = Clock::now();
     at::Tensor loss = at::zeros({});
     for (const auto& [name, value] : model.LossesFor(images, sizes, targets)) loss = loss + value;
+    const auto forward_done = Clock::now();
     optimizer.zero_grad();
     loss.backward();
+    const auto backward_done = Clock::now();
     optimizer.step();
-    if (step > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    const auto end = Clock::now();
+    if (step == 0) continue;  // the first step warms up allocators and kernels
+    times.push_back(seconds(start, end));
+    forward.push_back(seconds(start, forward_done));
+    backward.push_back(seconds(forward_done, backward_done));
+    update.push_back(seconds(backward_done, end));
   }
-  std::printf("train step %.3f s\n", Median(times));
+  std::printf("train step %.3f s (forward %.3f, backward %.3f, optimizer %.3f)\n", Median(times),
+              Median(forward), Median(backward), Median(update));
 
   model.eval();
   core::Batch eval_batch;
