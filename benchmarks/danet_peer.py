@@ -5,12 +5,19 @@ momentum 0.9 and weight decay 1e-4), timing training steps on random images and 
 same flags and output line as //models/danet:danet_step_benchmark. Run by
 benchmarks/danet_step.sh."""
 import argparse
+import os
 import resource
+import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# The attention modules and the head: the reference the head's golden test is made from.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models",
+                                "danet", "testdata"))
+from make_danet_golden import Head  # noqa: E402
 
 
 class Block(nn.Module):
@@ -78,58 +85,15 @@ class DilatedResNet(nn.Module):
         return self.layer4(self.layer3(x))
 
 
-class PAM(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.query_conv = nn.Conv2d(c, c // 8, 1)
-        self.key_conv = nn.Conv2d(c, c // 8, 1)
-        self.value_conv = nn.Conv2d(c, c, 1)
-        self.gamma = nn.Parameter(torch.zeros(1))
-
-    def forward(self, x):
-        n, c, h, w = x.shape
-        q = self.query_conv(x).view(n, -1, h * w).permute(0, 2, 1)
-        attention = torch.softmax(torch.bmm(q, self.key_conv(x).view(n, -1, h * w)), dim=-1)
-        out = torch.bmm(self.value_conv(x).view(n, -1, h * w), attention.permute(0, 2, 1))
-        return self.gamma * out.view(n, c, h, w) + x
-
-
-class CAM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.gamma = nn.Parameter(torch.zeros(1))
-
-    def forward(self, x):
-        n, c, h, w = x.shape
-        flat = x.view(n, c, -1)
-        energy = torch.bmm(flat, flat.permute(0, 2, 1))
-        energy = torch.max(energy, -1, keepdim=True)[0].expand_as(energy) - energy
-        out = torch.bmm(torch.softmax(energy, dim=-1), flat).view(n, c, h, w)
-        return self.gamma * out + x
-
-
-def cbr(cin, cout):
-    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
-
-
 class DANet(nn.Module):
     def __init__(self, depth, classes):
         super().__init__()
         self.backbone = DilatedResNet(depth, [1, 2, 4] if depth >= 50 else [1, 2])
-        cin = 2048 if depth >= 50 else 512
-        inter = cin // 4
-        self.conv5a, self.conv5c = cbr(cin, inter), cbr(cin, inter)
-        self.sa, self.sc = PAM(inter), CAM()
-        self.conv51, self.conv52 = cbr(inter, inter), cbr(inter, inter)
-        self.conv6, self.conv7, self.conv8 = [
-            nn.Sequential(nn.Dropout2d(0.1), nn.Conv2d(inter, classes, 1)) for _ in range(3)]
+        self.head = Head(2048 if depth >= 50 else 512, classes)
 
     def forward(self, x):
         size = x.shape[2:]
-        f = self.backbone(x)
-        sa = self.conv51(self.sa(self.conv5a(f)))
-        sc = self.conv52(self.sc(self.conv5c(f)))
-        outs = [self.conv8(sa + sc), self.conv6(sa), self.conv7(sc)]
+        outs = self.head(self.backbone(x))
         return [F.interpolate(o, size, mode="bilinear", align_corners=True) for o in outs]
 
 
