@@ -16,8 +16,10 @@
 //
 // Everything in the JSON is checked at Create, so that a bad annotation stops a run before
 // training starts rather than hours into it; every message names the JSON file and the
-// annotation (or image) id. Images are decoded at Load, where a missing or undecodable image
-// or one whose size differs from the JSON's is an error naming the image's path.
+// annotation (or image) id. The annotations are kept in compact form (coco_index.h), from a
+// cache shared by the processes of a node when the file is large (CocoOptions.cache), and
+// turned into ObjectInstances per sample at Load. Images are decoded at Load, where a missing or
+// undecodable image or one whose size differs from the JSON's is an error naming the image's path.
 #ifndef VISION_DATA_DATASETS_COCO_COCO_DATASET_H_
 #define VISION_DATA_DATASETS_COCO_COCO_DATASET_H_
 
@@ -31,11 +33,9 @@
 #include "core/dataset.h"
 #include "core/sample.h"
 #include "data/datasets/coco/coco.pb.h"
+#include "data/datasets/coco/coco_index.h"
 
 namespace vision::data::datasets::coco {
-
-// See the header comment; the same rule as ICDAR2015's.
-inline constexpr double kMaxOutsideFraction = 0.5;
 
 class CocoDataset : public core::Dataset {
  public:
@@ -43,7 +43,7 @@ class CocoDataset : public core::Dataset {
   // empty ones under EmptyImages::SKIP.
   static absl::StatusOr<std::unique_ptr<CocoDataset>> Create(const CocoOptions& options);
 
-  int64_t Size() const override { return static_cast<int64_t>(images_.size()); }
+  int64_t Size() const override { return static_cast<int64_t>(samples_.size()); }
   // Decodes the image (BGR) and copies its objects. Thread-safe: reads only.
   absl::StatusOr<core::Sample> Load(int64_t index) const override;
   std::string Describe() const override;
@@ -56,19 +56,18 @@ class CocoDataset : public core::Dataset {
   // COCO category ids by label, to write predictions back in COCO's ids.
   const std::vector<int64_t>& category_ids() const { return category_ids_; }
 
-  // One image of the JSON with its checked objects.
-  struct Image {
-    int64_t id = 0;
-    std::string file_name;
-    int width = 0;
-    int height = 0;
-    std::vector<core::ObjectInstance> objects;
-  };
+  // The objects of sample `index` as Load returns them, without decoding the image.
+  std::vector<core::ObjectInstance> Objects(int64_t index) const;
+  // The COCO image id of sample `index`.
+  int64_t ImageId(int64_t index) const { return index_.images()[samples_[index]].id; }
+
+  // How the annotations were opened (cache mapped, built, or parsed into memory, and why).
+  const std::string& index_report() const { return index_.report(); }
 
  private:
   CocoDataset(std::string annotation_file, std::string image_dir, std::string description,
               std::vector<std::string> class_names, std::vector<int64_t> category_ids,
-              std::vector<Image> images);
+              CocoIndex index, std::vector<uint32_t> samples, bool keep_crowd);
 
   const std::string annotation_file_;
   const std::string image_dir_;
@@ -76,7 +75,10 @@ class CocoDataset : public core::Dataset {
   const std::string description_;
   const std::vector<std::string> class_names_;
   const std::vector<int64_t> category_ids_;
-  const std::vector<Image> images_;
+  const CocoIndex index_;
+  // The images (indices into index_.images()) that are samples.
+  const std::vector<uint32_t> samples_;
+  const bool keep_crowd_;
 };
 
 }  // namespace vision::data::datasets::coco

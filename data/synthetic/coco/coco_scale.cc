@@ -200,7 +200,13 @@ class Writer {
       area = 100 * pixels;
       out_ += "{\"segmentation\":{\"counts\":";
       if (rng->Chance(options_.compressed_rle_fraction)) {
-        absl::StrAppend(&out_, "\"", core::EncodeCocoRleString(counts), "\"");
+        // The alphabet '0'..'o' holds one character JSON escapes: the backslash.
+        out_ += '"';
+        for (const char c : core::EncodeCocoRleString(counts)) {
+          if (c == '\\') out_ += '\\';
+          out_ += c;
+        }
+        out_ += '"';
       } else {
         out_ += "[";
         for (size_t r = 0; r < counts.size(); ++r) {

@@ -1,0 +1,407 @@
+// The compact COCO index and its cache: every annotation reads back as the former reader
+// (coco_reference_reader.h) read it, from the JSON and from the cache; bad files give the
+// former messages; stale, truncated, older and damaged caches are rebuilt, an unusable cache
+// directory falls back to memory, and two processes build one cache.
+#include "data/datasets/coco/coco_index.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/sample.h"
+#include "data/datasets/coco/coco.pb.h"
+#include "data/datasets/coco/coco_dataset.h"
+#include "data/datasets/coco/coco_reference_reader.h"
+#include "data/synthetic/coco/coco_scale.h"
+
+namespace vision::data::datasets::coco {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kRoot[] = "testdata/coco";
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  fs::path dir = fs::path(base != nullptr ? base : "/tmp") / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+CocoOptions Options(const std::string& root, const std::string& json) {
+  CocoOptions options;
+  options.set_root(root);
+  options.set_annotation_file(json);
+  options.set_image_dir("images");
+  return options;
+}
+
+// Options that cache any file in `cache_dir`.
+CocoOptions Cached(CocoOptions options, const std::string& cache_dir) {
+  options.set_cache_min_bytes(0);
+  options.set_cache_dir(cache_dir);
+  return options;
+}
+
+CocoOptions Uncached(CocoOptions options) {
+  options.set_cache(CocoOptions::OFF);
+  return options;
+}
+
+std::unique_ptr<CocoDataset> Open(const CocoOptions& options) {
+  absl::StatusOr<std::unique_ptr<CocoDataset>> dataset = CocoDataset::Create(options);
+  EXPECT_TRUE(dataset.ok()) << dataset.status();
+  return dataset.ok() ? std::move(*dataset) : nullptr;
+}
+
+void ExpectSameObject(const core::ObjectInstance& got, const core::ObjectInstance& want,
+                      const std::string& where) {
+  EXPECT_EQ(got.annotation_id, want.annotation_id) << where;
+  EXPECT_EQ(got.label, want.label) << where;
+  EXPECT_EQ(got.is_crowd, want.is_crowd) << where;
+  // Exact float equality: both sides round the same doubles once.
+  EXPECT_EQ(got.box.x, want.box.x) << where;
+  EXPECT_EQ(got.box.y, want.box.y) << where;
+  EXPECT_EQ(got.box.width, want.box.width) << where;
+  EXPECT_EQ(got.box.height, want.box.height) << where;
+  ASSERT_EQ(got.polygons.size(), want.polygons.size()) << where;
+  for (size_t p = 0; p < got.polygons.size(); ++p) {
+    ASSERT_EQ(got.polygons[p].size(), want.polygons[p].size()) << where << " polygon " << p;
+    for (size_t k = 0; k < got.polygons[p].size(); ++k) {
+      EXPECT_EQ(got.polygons[p][k].x, want.polygons[p][k].x) << where;
+      EXPECT_EQ(got.polygons[p][k].y, want.polygons[p][k].y) << where;
+    }
+  }
+  EXPECT_EQ(got.rle.height, want.rle.height) << where;
+  EXPECT_EQ(got.rle.width, want.rle.width) << where;
+  EXPECT_EQ(got.rle.counts, want.rle.counts) << where;
+}
+
+struct Counts {
+  int64_t objects = 0, polygons = 0, rle_counts_list = 0, rle_string = 0, crowd = 0;
+};
+
+// The dataset reads what the reference reads, sample by sample, object by object.
+void ExpectSameAsReference(const CocoDataset& dataset, const ReferenceCoco& reference,
+                           Counts* counts = nullptr) {
+  EXPECT_EQ(dataset.class_names(), reference.class_names);
+  EXPECT_EQ(dataset.category_ids(), reference.category_ids);
+  ASSERT_EQ(dataset.Size(), static_cast<int64_t>(reference.images.size()));
+  for (int64_t i = 0; i < dataset.Size(); ++i) {
+    const ReferenceImage& image = reference.images[i];
+    ASSERT_EQ(dataset.ImageId(i), image.id);
+    const std::vector<core::ObjectInstance> objects = dataset.Objects(i);
+    ASSERT_EQ(objects.size(), image.objects.size()) << "image " << image.id;
+    for (size_t k = 0; k < objects.size(); ++k) {
+      ExpectSameObject(objects[k], image.objects[k],
+                       absl::StrCat("image ", image.id, " object ", k));
+      if (counts != nullptr) {
+        ++counts->objects;
+        counts->polygons += !objects[k].polygons.empty();
+        counts->crowd += objects[k].is_crowd;
+      }
+    }
+  }
+}
+
+TEST(CocoIndexTest, TestdataReadsAsBeforeFromJsonAndFromCache) {
+  const std::string cache_dir = TempDir("testdata_cache");
+  for (const char* json :
+       {"annotations/instances_tiny.json", "annotations/instances_tiny_coco80.json"}) {
+    for (const auto empty : {CocoOptions::KEEP, CocoOptions::SKIP}) {
+      for (const bool keep_crowd : {true, false}) {
+        SCOPED_TRACE(absl::StrCat(json, " empty_images=", empty, " keep_crowd=", keep_crowd));
+        CocoOptions options = Options(kRoot, json);
+        options.set_empty_images(empty);
+        options.set_keep_crowd(keep_crowd);
+        absl::StatusOr<ReferenceCoco> reference = ReadCocoReference(options);
+        ASSERT_TRUE(reference.ok()) << reference.status();
+        for (const CocoOptions& variant :
+             {Uncached(options), Cached(options, cache_dir), Cached(options, cache_dir)}) {
+          std::unique_ptr<CocoDataset> dataset = Open(variant);
+          ASSERT_NE(dataset, nullptr);
+          ExpectSameAsReference(*dataset, *reference);
+          // Load (with the image) hands out the same objects.
+          for (int64_t i = 0; i < dataset->Size(); ++i) {
+            absl::StatusOr<core::Sample> sample = dataset->Load(i);
+            ASSERT_TRUE(sample.ok()) << sample.status();
+            ASSERT_EQ(sample->objects.size(), reference->images[i].objects.size());
+          }
+        }
+      }
+    }
+  }
+  // The second cached open of each file mapped what the first one built.
+  CocoOptions options = Cached(Options(kRoot, "annotations/instances_tiny.json"), cache_dir);
+  EXPECT_THAT(Open(options)->index_report(), StartsWith("mapped "));
+}
+
+// A generated set with every encoding: polygons (some in several parts), crowd regions as
+// run lists and as compressed strings.
+class GeneratedSetTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new std::string(TempDir("generated"));
+    synthetic::coco::CocoScaleOptions options;
+    options.num_images = 1500;
+    options.crowd_fraction = 0.05;
+    options.compressed_rle_fraction = 0.5;
+    options.seed = 7;
+    ASSERT_TRUE(synthetic::coco::WriteCocoScaleAnnotations(
+                    options, (fs::path(*root_) / "instances.json").string())
+                    .ok());
+  }
+  static std::string* root_;
+};
+std::string* GeneratedSetTest::root_ = nullptr;
+
+TEST_F(GeneratedSetTest, EveryAnnotationReadsAsBeforeFromJsonAndFromCache) {
+  CocoOptions options = Options(*root_, "instances.json");
+  options.set_empty_images(CocoOptions::KEEP);
+  absl::StatusOr<ReferenceCoco> reference = ReadCocoReference(options);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  // Both RLE encodings are in the file.
+  std::ifstream file(fs::path(*root_) / "instances.json");
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  ASSERT_THAT(text, HasSubstr("{\"counts\":["));
+  ASSERT_THAT(text, HasSubstr("{\"counts\":\""));
+
+  const std::string cache_dir = TempDir("generated_cache");
+  std::unique_ptr<CocoDataset> parsed = Open(Uncached(options));
+  std::unique_ptr<CocoDataset> built = Open(Cached(options, cache_dir));
+  std::unique_ptr<CocoDataset> mapped = Open(Cached(options, cache_dir));
+  ASSERT_NE(mapped, nullptr);
+  EXPECT_THAT(built->index_report(), StartsWith("built "));
+  EXPECT_THAT(mapped->index_report(), StartsWith("mapped "));
+  for (const CocoDataset* dataset : {parsed.get(), built.get(), mapped.get()}) {
+    Counts counts;
+    ExpectSameAsReference(*dataset, *reference, &counts);
+    EXPECT_GT(counts.objects, 8000);
+    EXPECT_GT(counts.polygons, 7000);
+    EXPECT_GT(counts.crowd, 300);
+  }
+}
+
+// A file that does not fit the format fails with the former reader's message.
+TEST(CocoIndexTest, BadFilesGiveTheFormerMessages) {
+  for (const auto& entry : fs::directory_iterator(fs::path(kRoot) / "bad")) {
+    if (entry.path().extension() != ".json") continue;
+    CocoOptions options = Options(kRoot, "bad/" + entry.path().filename().string());
+    options.set_empty_images(CocoOptions::KEEP);
+    absl::StatusOr<ReferenceCoco> reference = ReadCocoReference(options);
+    absl::StatusOr<std::unique_ptr<CocoDataset>> dataset = CocoDataset::Create(Uncached(options));
+    EXPECT_EQ(dataset.status(), reference.status()) << entry.path();
+  }
+}
+
+TEST(CocoIndexTest, SyntaxErrorsNameTheByte) {
+  const std::string dir = TempDir("syntax");
+  std::ofstream(fs::path(dir) / "cut.json")
+      << R"({"images": [{"id": 1, "file_name": "a.png", "width": 4, "height": 4}], )"
+      << R"("categories": [{"id": 1, "name": "x"}], "annotations": [{"id": 1, "image_id": 1,)";
+  CocoOptions options = Uncached(Options(dir, "cut.json"));
+  options.set_empty_images(CocoOptions::KEEP);
+  absl::Status status = CocoDataset::Create(options).status();
+  EXPECT_EQ(status, ReadCocoReference(options).status());
+  EXPECT_THAT(status.message(), HasSubstr("cut.json: malformed JSON at byte "));
+}
+
+// Builds a cached dataset from a copy of instances_tiny.json in a fresh directory.
+class CacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::copy_file(fs::path(kRoot) / "annotations/instances_tiny.json",
+                  fs::path(dir_) / "instances.json");
+    options_ = Cached(Options(dir_, "instances.json"), (fs::path(dir_) / "cache").string());
+    options_.set_empty_images(CocoOptions::KEEP);
+    cache_path_ = CocoCachePath((fs::path(dir_) / "instances.json").string(),
+                                (fs::path(dir_) / "cache").string());
+    std::unique_ptr<CocoDataset> first = Open(options_);
+    ASSERT_NE(first, nullptr);
+    ASSERT_THAT(first->index_report(), StartsWith("built "));
+    ASSERT_TRUE(fs::exists(cache_path_));
+  }
+
+  std::string Report() {
+    std::unique_ptr<CocoDataset> dataset = Open(options_);
+    return dataset == nullptr ? "" : dataset->index_report();
+  }
+
+  void Patch(uint64_t offset, const void* bytes, size_t size) {
+    std::fstream file(cache_path_, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(offset));
+    file.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(size));
+  }
+
+  std::string dir_;
+  CocoOptions options_;
+  std::string cache_path_;
+};
+
+TEST_F(CacheTest, MappedWhenValid) { EXPECT_THAT(Report(), StartsWith("mapped " + cache_path_)); }
+
+TEST_F(CacheTest, ModifiedAnnotationFileIsDetectedEvenWithSizeAndTimeKept) {
+  const fs::path json = fs::path(dir_) / "instances.json";
+  struct stat before;
+  ASSERT_EQ(::stat(json.c_str(), &before), 0);
+  // Same size, same modification time, one digit changed (image 2's width 32 -> 31 would
+  // break the annotations, so a category name letter instead).
+  std::ifstream in(json);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const size_t at = text.find("\"rectangle\"");
+  ASSERT_NE(at, std::string::npos);
+  text[at + 1] = 'R';
+  std::ofstream(json, std::ios::trunc) << text;
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, json.c_str(), times, 0), 0);
+
+  std::unique_ptr<CocoDataset> dataset = Open(options_);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_THAT(dataset->index_report(), HasSubstr("rebuilt: stale"));
+  EXPECT_EQ(dataset->class_names()[1], "Rectangle");
+  EXPECT_THAT(Report(), StartsWith("mapped "));
+}
+
+TEST_F(CacheTest, TruncatedCacheIsRebuilt) {
+  fs::resize_file(cache_path_, fs::file_size(cache_path_) / 2);
+  EXPECT_THAT(Report(), HasSubstr("rebuilt: truncated or overwritten"));
+  EXPECT_THAT(Report(), StartsWith("mapped "));
+  fs::resize_file(cache_path_, 10);
+  EXPECT_THAT(Report(), HasSubstr("rebuilt: truncated: 10 bytes"));
+}
+
+TEST_F(CacheTest, OlderFormatVersionIsRebuilt) {
+  const uint32_t older = kCocoIndexFormatVersion - 1;
+  Patch(8, &older, sizeof(older));  // after the 8 magic bytes
+  EXPECT_THAT(Report(), HasSubstr(absl::StrCat("rebuilt: written by format version ", older,
+                                               "; this reader's is ", kCocoIndexFormatVersion)));
+}
+
+TEST_F(CacheTest, DamagedIndexIsRebuiltNotFollowed) {
+  absl::StatusOr<CocoSourceKey> key = ReadSourceKey((fs::path(dir_) / "instances.json").string());
+  ASSERT_TRUE(key.ok());
+  absl::StatusOr<CocoIndex> index = CocoIndex::MapCache(cache_path_, *key);
+  ASSERT_TRUE(index.ok()) << index.status();
+  ASSERT_FALSE(index->annotations().empty());
+  // The first annotation's mask range is made to point far outside the stored runs and
+  // polygons. Sections lie in the file as in the mapping, so the annotations are `base`
+  // bytes after the categories.
+  const uint64_t base =
+      static_cast<uint64_t>(reinterpret_cast<const char*>(index->annotations().data()) -
+                            reinterpret_cast<const char*>(index->categories().data()));
+  // The categories section starts right after the header; find it from the file.
+  std::ifstream file(cache_path_, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string categories(reinterpret_cast<const char*>(index->categories().data()),
+                               sizeof(CocoCategoryRecord));
+  const size_t categories_at = bytes.find(categories);
+  ASSERT_NE(categories_at, std::string::npos);
+  const uint64_t far = uint64_t{1} << 40;
+  Patch(categories_at + base + offsetof(CocoAnnotationRecord, mask_end), &far, sizeof(far));
+  EXPECT_THAT(Report(), HasSubstr("rebuilt: corrupt: "));
+}
+
+TEST_F(CacheTest, UnusableCacheDirectoryFallsBackToMemory) {
+  // Tests run as root, for whom access() grants every write; a cache directory below a
+  // regular file cannot be created by anyone.
+  std::ofstream(fs::path(dir_) / "a_file") << "x";
+  options_.set_cache_dir((fs::path(dir_) / "a_file" / "cache").string());
+  std::unique_ptr<CocoDataset> dataset = Open(options_);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_THAT(dataset->index_report(),
+              AllOf(StartsWith("parsed into memory (no writable cache directory: "),
+                    HasSubstr("a_file/cache is not a directory and cannot be created")));
+  EXPECT_EQ(dataset->class_names().size(), 4u);
+}
+
+TEST_F(CacheTest, WaitingForALockHolderTimesOutNamingTheCache) {
+  fs::remove(cache_path_);
+  const std::string lock_path = cache_path_ + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  // flock() locks belong to the open file description: a second open() in this process
+  // conflicts like another process would.
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  options_.set_cache_wait_seconds(0.2);
+  absl::Status status = CocoDataset::Create(options_).status();
+  ::close(fd);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(
+      status.message(),
+      AllOf(HasSubstr("waited 0.2 s for another process to build the index cache " + cache_path_),
+            HasSubstr(lock_path), HasSubstr("cache_wait_seconds")));
+}
+
+// Two processes started together: one builds the cache, the other waits and maps it.
+TEST_F(GeneratedSetTest, TwoProcessesBuildTheCacheOnce) {
+  const std::string cache_dir = TempDir("two_ranks_cache");
+  const std::string out = TempDir("two_ranks_out");
+  CocoOptions options = Cached(Options(*root_, "instances.json"), cache_dir);
+  options.set_empty_images(CocoOptions::KEEP);
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  pid_t children[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    children[rank] = ::fork();
+    ASSERT_GE(children[rank], 0);
+    if (children[rank] == 0) {
+      ::close(go[1]);
+      char byte;
+      if (::read(go[0], &byte, 1) != 0) ::_exit(3);  // wait until the parent closes the pipe
+      absl::StatusOr<std::unique_ptr<CocoDataset>> dataset = CocoDataset::Create(options);
+      std::ofstream(fs::path(out) / absl::StrCat("rank", rank))
+          << (dataset.ok() ? (*dataset)->index_report() : std::string(dataset.status().message()))
+          << "\n"
+          << (dataset.ok() ? (*dataset)->Size() : -1);
+      ::_exit(dataset.ok() ? 0 : 1);
+    }
+  }
+  ::close(go[0]);
+  ::close(go[1]);  // both children start now
+  int built = 0;
+  int mapped = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    int wstatus = 0;
+    ASSERT_EQ(::waitpid(children[rank], &wstatus, 0), children[rank]);
+    EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    std::ifstream in(fs::path(out) / absl::StrCat("rank", rank));
+    std::string report;
+    int64_t size = 0;
+    std::getline(in, report);
+    in >> size;
+    EXPECT_EQ(size, 1500) << report;
+    built += report.rfind("built ", 0) == 0;
+    mapped += report.rfind("mapped ", 0) == 0;
+  }
+  EXPECT_EQ(built, 1);
+  EXPECT_EQ(mapped, 1);
+  // Nothing but the cache and its lock file is left (no temporary file).
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(cache_dir)) {
+    ++files;
+    EXPECT_THAT(entry.path().string(), ::testing::AnyOf(::testing::EndsWith(".index"),
+                                                        ::testing::EndsWith(".index.lock")));
+  }
+  EXPECT_EQ(files, 2);
+}
+
+}  // namespace
+}  // namespace vision::data::datasets::coco
