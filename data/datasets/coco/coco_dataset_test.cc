@@ -3,12 +3,13 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "absl/status/status.h"
 #include "core/dataset.h"
