@@ -171,6 +171,36 @@ class GeneratedSetTest : public ::testing::Test {
 };
 std::string* GeneratedSetTest::root_ = nullptr;
 
+TEST_F(GeneratedSetTest, GeneratorIsDeterministicAndShapedLikeCoco) {
+  synthetic::coco::CocoScaleOptions options;
+  options.num_images = 200;
+  const std::string dir = TempDir("determinism");
+  synthetic::coco::CocoScaleSummary first, second;
+  ASSERT_TRUE(synthetic::coco::WriteCocoScaleAnnotations(options, dir + "/a.json", &first).ok());
+  ASSERT_TRUE(synthetic::coco::WriteCocoScaleAnnotations(options, dir + "/b.json", &second).ok());
+  std::ifstream a(dir + "/a.json"), b(dir + "/b.json");
+  const std::string text_a((std::istreambuf_iterator<char>(a)), std::istreambuf_iterator<char>());
+  const std::string text_b((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text_a, text_b);
+  EXPECT_EQ(first.bytes, static_cast<int64_t>(text_a.size()));
+  // An existing file is not overwritten.
+  EXPECT_EQ(synthetic::coco::WriteCocoScaleAnnotations(options, dir + "/a.json").code(),
+            absl::StatusCode::kAlreadyExists);
+  // About 7.3 annotations per image; COCO's 80 category ids, 1..90 with gaps.
+  EXPECT_GT(first.annotations, 200 * 6);
+  EXPECT_LT(first.annotations, 200 * 9);
+  CocoOptions coco = Uncached(Options(dir, "a.json"));
+  coco.set_empty_images(CocoOptions::KEEP);
+  std::unique_ptr<CocoDataset> dataset = Open(coco);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_EQ(dataset->Size(), 200);
+  ASSERT_EQ(dataset->category_ids().size(), 80u);
+  EXPECT_EQ(dataset->category_ids().front(), 1);
+  EXPECT_EQ(dataset->category_ids()[11], 13);  // 12 is not a COCO category
+  EXPECT_EQ(dataset->category_ids().back(), 90);
+  EXPECT_EQ(dataset->class_names().front(), "person");
+}
+
 TEST_F(GeneratedSetTest, EveryAnnotationReadsAsBeforeFromJsonAndFromCache) {
   CocoOptions options = Options(*root_, "instances.json");
   options.set_empty_images(CocoOptions::KEEP);
