@@ -590,6 +590,13 @@ class JsonParser {
     std::vector<CocoAnnotationRecord> records;
     std::vector<uint32_t> image_of;
     absl::flat_hash_map<int64_t, uint32_t> seen_ids;
+    // Room for what a COCO-like file holds (about 10 bytes of JSON per coordinate, 500 per
+    // annotation), so that the arrays do not double, and briefly need twice their size, while
+    // the whole file is in memory. Pages not written to are never resident.
+    arrays_.coords.reserve(text_.size() / 6);
+    arrays_.polygon_offsets.reserve(text_.size() / 200);
+    records.reserve(text_.size() / 200);
+    image_of.reserve(text_.size() / 200);
     Pending pending;
     uint32_t i = 0;
     for (auto element_result : annotations) {
