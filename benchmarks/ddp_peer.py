@@ -4,6 +4,11 @@
 Prints one line per configuration: "<name> world <N> <ms> ms/step", where name is
 "none" (no communication, the compute-only baseline), "ddp" (DDP, Gloo, the given bucket
 size) or "ddp_fp16" (DDP with the fp16_compress_hook).
+
+--model=resnet18 trains torchvision's ResNet-18 (comm_benchmark's --model=resnet18 has the same
+parameters in the same order). DDP then runs with broadcast_buffers=False: the batch-norm
+buffers would otherwise be broadcast before every forward, a collective our strategies do not
+issue, and the comparison is of gradient communication.
 """
 import argparse
 import os
@@ -39,15 +44,22 @@ def run(rank, world, name, args, port, results, master_addr="127.0.0.1", standal
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(7 + rank)
-    net = BenchNet()
+    if args.model == "resnet18":
+        import torchvision
+        net = torchvision.models.resnet18()
+    else:
+        net = BenchNet()
+    classes = net.fc.out_features
     model = net
     if name.startswith("ddp"):
-        model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb)
+        model = nn.parallel.DistributedDataParallel(
+            net, bucket_cap_mb=args.bucket_cap_mb,
+            broadcast_buffers=args.model != "resnet18")
         if name == "ddp_fp16":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
             model.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
     inputs = torch.randn(args.batch, 3, args.image_size, args.image_size)
-    targets = torch.randn(args.batch, 10)
+    targets = torch.randn(args.batch, classes)
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             dist.barrier()
@@ -74,6 +86,7 @@ def run(rank, world, name, args, port, results, master_addr="127.0.0.1", standal
 
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="small", choices=["small", "resnet18"])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch", type=int, default=8)
@@ -81,6 +94,7 @@ def main():
     parser.add_argument("--bucket_cap_mb", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--worlds", default="1,2", help="world sizes to run, e.g. 2")
     parser.add_argument("--configs", default="none,ddp,ddp_fp16")
     # One rank of a job started separately (one per network namespace, say); the network
     # interface comes from GLOO_SOCKET_IFNAME as in any PyTorch job.
@@ -104,7 +118,7 @@ def main():
     ctx = mp.get_context("spawn")
     port = 29700
     for _ in range(args.repeats):
-        for world in (1, 2):
+        for world in [int(w) for w in args.worlds.split(",")]:
             for name in configs:
                 port += 1
                 results = ctx.Queue()
