@@ -5,6 +5,6 @@ set -euo pipefail
 python=$1 check=$2 bench=$3
 out="${TEST_TMPDIR}/traces"
 mkdir -p "${out}"
-"${bench}" --configs=bucketed,allreduce --steps=2 --warmup=1 --trace_steps=3 --batch=2 \
+"${bench}" --configs=bucketed,allreduce --worlds=2 --steps=2 --warmup=1 --trace_steps=3 --batch=2 \
   --image_size=16 --bucket_cap_mb=1 --trace_dir="${out}"
 exec "${python}" "${check}" "${out}" 3
