@@ -100,7 +100,11 @@ absl::Status GradientReducer::Attach(const std::vector<at::Tensor>& params,
     bucket.params.push_back(i);
     bucket_of_param_[i] = static_cast<int>(buckets_.size()) - 1;
     used += bytes;
-    closed = options_.bucket_cap_bytes > 0 && used >= options_.bucket_cap_bytes;
+    int64_t cap = options_.bucket_cap_bytes;
+    if (cap > 0 && buckets_.size() == 1 && options_.first_bucket_cap_bytes > 0) {
+      cap = std::min(cap, options_.first_bucket_cap_bytes);
+    }
+    closed = cap > 0 && used >= cap;
   }
   for (Bucket& bucket : buckets_) {
     const at::Tensor& first = params_[bucket.params.front()];

@@ -36,6 +36,11 @@ struct ReducerOptions {
   // A bucket is closed once it holds this many bytes or more (the parameter that crossed the
   // cap included, as DDP); <= 0 puts every parameter of a dtype into one bucket.
   int64_t bucket_cap_bytes = 0;
+  // The first bucket (the last layers' gradients, ready first) closes at
+  // min(first_bucket_cap_bytes, bucket_cap_bytes), so communication starts early in backward
+  // whatever the cap (DDP's _DEFAULT_FIRST_BUCKET_BYTES, 1 MiB). Unused when
+  // bucket_cap_bytes <= 0 (one bucket).
+  int64_t first_bucket_cap_bytes = int64_t{1} << 20;
   // True: a bucket is launched from the autograd hook that completes it. False: every bucket
   // is launched in FinishBackward (the plain all-reduce baseline).
   bool overlap = false;
