@@ -72,8 +72,8 @@ for model in models:
     print(f"{'strategy':<10} {'ours':>8} {'DDP':>8} {'ours/DDP':>9} {'overhead':>17} {'hidden':>15}")
     for label, o, p in pairs:
         so, sp = ours[o], peer[p]
-        ho = max(0.0, 1 - (so - ours["none"]) / coll) * 100
-        hp = max(0.0, 1 - (sp - peer["none"]) / coll) * 100
+        ho = min(1.0, max(0.0, 1 - (so - ours["none"]) / coll)) * 100
+        hp = min(1.0, max(0.0, 1 - (sp - peer["none"]) / coll)) * 100
         print(f"{label:<10} {so:8.1f} {sp:8.1f} {so / sp:9.2f} "
               f"{so - ours['none']:7.1f} / {sp - peer['none']:5.1f} ms {ho:5.0f}% / {hp:3.0f}%")
     # Rank 0's CPU time per step (all its threads) over no communication: the work a strategy
