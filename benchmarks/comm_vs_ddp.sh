@@ -45,7 +45,10 @@ for model in ${models//,/ }; do
   esac
   common=("${args[@]}" --repeats="${repeats}" --bucket_cap_mb=1 --threads=1 --worlds=2)
   echo "== ${model}: ours"
-  "${bin}" "${common[@]}" --configs="${ours_configs}" | tee "${work}/ours_${model}"
+  # After each configuration's timed steps, 3 traced steps (the last repeat's trace is kept).
+  mkdir -p "${work}/traces_${model}"
+  "${bin}" "${common[@]}" --configs="${ours_configs}" --trace_dir="${work}/traces_${model}" \
+    --trace_steps=3 | tee "${work}/ours_${model}"
   echo "== ${model}: PyTorch DDP"
   "${peer_python}" benchmarks/ddp_peer.py "${common[@]}" --configs="${peer_configs}" |
     tee "${work}/peer_${model}"
@@ -84,3 +87,10 @@ for model in models:
                     if o in ours_cpu and p in peer_cpu))
 print("\n(overhead and hidden: ours / DDP; hidden shares are against the fp32 collectives)")
 PY
+# What the timeline of our bucketed strategy shows (rank 0, the last repeat's traced steps).
+for model in ${models//,/ }; do
+  t="${work}/traces_${model}"
+  echo
+  "${peer_python}" benchmarks/trace_overlap.py --none="${t}/none_world2_trace_rank0.json" \
+    --allreduce="${t}/allreduce_world2_trace_rank0.json" "${t}/bucketed_world2_trace_rank0.json"
+done
