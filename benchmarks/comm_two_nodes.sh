@@ -88,7 +88,7 @@ print(f"allreduce after backward {ours['allreduce']:8.1f}")
 print(f"the collectives alone    {collectives:8.1f}")
 for label, step, none in (("ours (bucketed)", ours["bucketed"], ours["none"]),
                           ("PyTorch DDP", peer["ddp"], peer["none"])):
-    hidden = max(0.0, 1 - (step - none) / collectives) * 100
+    hidden = min(1.0, max(0.0, 1 - (step - none) / collectives)) * 100
     print(f"{label}: overhead {step - none:.1f} ms over no communication, "
           f"{hidden:.0f}% of the collectives' time hidden behind backward")
 PY

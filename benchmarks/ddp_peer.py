@@ -4,6 +4,11 @@
 Prints one line per configuration: "<name> world <N> <ms> ms/step", where name is
 "none" (no communication, the compute-only baseline), "ddp" (DDP, Gloo, the given bucket
 size) or "ddp_fp16" (DDP with the fp16_compress_hook).
+
+--model=resnet18 trains torchvision's ResNet-18 (comm_benchmark's --model=resnet18 has the same
+parameters in the same order). DDP then runs with broadcast_buffers=False: the batch-norm
+buffers would otherwise be broadcast before every forward, a collective our strategies do not
+issue, and the comparison is of gradient communication.
 """
 import argparse
 import os
@@ -39,19 +44,27 @@ def run(rank, world, name, args, port, results, master_addr="127.0.0.1", standal
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(7 + rank)
-    net = BenchNet()
+    if args.model == "resnet18":
+        import torchvision
+        net = torchvision.models.resnet18()
+    else:
+        net = BenchNet()
+    classes = net.fc.out_features
     model = net
     if name.startswith("ddp"):
-        model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb)
+        model = nn.parallel.DistributedDataParallel(
+            net, bucket_cap_mb=args.bucket_cap_mb,
+            broadcast_buffers=args.model != "resnet18")
         if name == "ddp_fp16":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
             model.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
     inputs = torch.randn(args.batch, 3, args.image_size, args.image_size)
-    targets = torch.randn(args.batch, 10)
+    targets = torch.randn(args.batch, classes)
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             dist.barrier()
             start = time.perf_counter()
+            cpu_start = time.process_time()
         loss = (model(inputs) - targets).pow(2).mean()
         loss.backward()
         with torch.no_grad():
@@ -59,8 +72,10 @@ def run(rank, world, name, args, port, results, master_addr="127.0.0.1", standal
                 p.sub_(p.grad, alpha=0.01)
                 p.grad.zero_()
     ms = (time.perf_counter() - start) * 1000 / args.steps
+    # CPU time of the process (all threads), as comm_benchmark's "cpu" column.
+    cpu_ms = (time.process_time() - cpu_start) * 1000 / args.steps
     if rank == 0:
-        results.put(ms)
+        results.put((ms, cpu_ms))
     if standalone:
         dist.destroy_process_group()
         return
@@ -74,6 +89,7 @@ def run(rank, world, name, args, port, results, master_addr="127.0.0.1", standal
 
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="small", choices=["small", "resnet18"])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch", type=int, default=8)
@@ -81,6 +97,7 @@ def main():
     parser.add_argument("--bucket_cap_mb", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--worlds", default="1,2", help="world sizes to run, e.g. 2")
     parser.add_argument("--configs", default="none,ddp,ddp_fp16")
     # One rank of a job started separately (one per network namespace, say); the network
     # interface comes from GLOO_SOCKET_IFNAME as in any PyTorch job.
@@ -99,12 +116,14 @@ def main():
                     standalone=True)
                 port += 1
                 if args.rank == 0:
-                    print(f"{name:<14} world {args.world} {results.get():9.1f} ms/step", flush=True)
+                    ms, cpu_ms = results.get()
+                    print(f"{name:<14} world {args.world} {ms:9.1f} ms/step   cpu {cpu_ms:.1f} "
+                          f"ms/step", flush=True)
         return
     ctx = mp.get_context("spawn")
     port = 29700
     for _ in range(args.repeats):
-        for world in (1, 2):
+        for world in [int(w) for w in args.worlds.split(",")]:
             for name in configs:
                 port += 1
                 results = ctx.Queue()
@@ -112,10 +131,11 @@ def main():
                          for r in range(world)]
                 for p in procs:
                     p.start()
-                ms = results.get(timeout=600)
+                ms, cpu_ms = results.get(timeout=600)
                 for p in procs:
                     p.join(timeout=60)
-                print(f"{name:<14} world {world} {ms:9.1f} ms/step", flush=True)
+                print(f"{name:<14} world {world} {ms:9.1f} ms/step   cpu {cpu_ms:.1f} ms/step",
+                      flush=True)
 
 
 if __name__ == "__main__":

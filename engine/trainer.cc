@@ -20,6 +20,7 @@
 #include "core/status_macros.h"
 #include "core/status_util.h"
 #include "core/torch_guard.h"
+#include "core/trace.h"
 #include "data/loader/loader.h"
 #include "distributed/sampler/distributed_sampler.h"
 #include "distributed/sync_batchnorm/sync_batch_norm.h"
@@ -343,13 +344,19 @@ absl::Status Trainer::Loop::TrainStep(std::map<std::string, double>* log_terms,
   p_.model->train();
   at::Tensor total_for_log = at::zeros({}, at::kDouble);
   for (int micro = 0; micro < accumulation; ++micro) {
+    const int64_t wait_us = core::trace::Enabled() ? core::trace::NowUs() : 0;
     VISION_ASSIGN_OR_RETURN(core::Batch batch, NextTrainBatch());
+    if (core::trace::Enabled()) {
+      core::trace::Record("data_wait", "step", wait_us, core::trace::NowUs(),
+                          core::trace::ThreadLane());
+    }
     const bool sync = micro == accumulation - 1;
     if (p_.comm_strategy != nullptr && collectives_.world_size() > 1) {
       p_.comm_strategy->PrepareBackward(sync);
     }
     at::Tensor total;
     {
+      core::trace::ScopedSpan span("forward", "step");
       AutocastScope autocast(mp.enabled(), device_.type(), dtype);
       std::map<std::string, at::Tensor> losses = p_.model->Losses(batch);
       if (losses.empty()) return absl::InternalError("the model returned no losses");
@@ -363,11 +370,14 @@ absl::Status Trainer::Loop::TrainStep(std::map<std::string, double>* log_terms,
     }
     total = total / accumulation;
     if (want_log) total_for_log += total.detach().to(at::kCPU, at::kDouble);
+    core::trace::ScopedSpan span("backward", "step");
     scaler_.Scale(total).backward();
   }
   if (p_.comm_strategy != nullptr && collectives_.world_size() > 1) {
+    core::trace::ScopedSpan span("finish_backward", "step");
     VISION_RETURN_IF_ERROR(p_.comm_strategy->FinishBackward());
   }
+  core::trace::ScopedSpan optimizer_span("optimizer", "step");
   // Gradients are identical on every rank now, so every rank takes the same decision.
   const bool finite = scaler_.UnscaleAndCheckFinite(params_);
   scaler_.Update(finite);
@@ -447,14 +457,52 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
                         total_steps_, batches_per_epoch_, config_.train_data().loader().batch_size(),
                         collectives_.world_size(), images_per_step));
 
+  const core::TraceConfig& trace_config = config_.logging().trace();
+  if (trace_config.num_steps() < 0 || trace_config.start_step() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "logging.trace: start_step (", trace_config.start_step(), ") and num_steps (",
+        trace_config.num_steps(), ") must be >= 0; num_steps: 0 turns tracing off"));
+  }
+  std::string trace_file;
+  if (trace_config.num_steps() > 0) {
+    std::string dir =
+        trace_config.path().empty() ? config_.checkpoint().output_dir() : trace_config.path();
+    if (dir.empty()) dir = ".";
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) {
+      return absl::InvalidArgumentError(absl::StrCat("logging.trace.path: cannot create '", dir,
+                                                     "': ", error.message()));
+    }
+    trace_file = absl::StrCat(dir, "/trace_rank", collectives_.rank(), ".json");
+  }
+  // Ends the trace window: every rank writes its own file.
+  const auto finish_trace = [&]() -> absl::Status {
+    if (!core::trace::Enabled()) return absl::OkStatus();
+    core::trace::Stop();
+    VISION_RETURN_IF_ERROR(core::trace::WriteChromeTrace(trace_file));
+    Print(absl::StrCat("trace of ", trace_config.num_steps(), " step(s) written to ", trace_file,
+                       " (every rank writes its own trace_rank<k>.json)"));
+    return absl::OkStatus();
+  };
+
   while (state_.step < total_steps_) {
+    if (!trace_file.empty() && state_.step - first_step == trace_config.start_step()) {
+      core::trace::Start(collectives_.rank());
+      core::trace::NameThisThread("trainer");
+    }
     const bool want_log = (state_.step + 1) % log_every == 0 || state_.step + 1 == total_steps_;
     std::map<std::string, double> terms;
     double loss = 0, grad_norm = 0;
     const Clock::time_point step_start = Clock::now();
+    const int64_t step_us = core::trace::Enabled() ? core::trace::NowUs() : 0;
     VISION_RETURN_IF_ERROR(core::GuardTorch(absl::StrCat("training step ", state_.step + 1), [&] {
       return TrainStep(&terms, &loss, &grad_norm, want_log);
     }));
+    if (core::trace::Enabled()) {
+      core::trace::Record("step", "step", step_us, core::trace::NowUs(),
+                          core::trace::NamedLane("steps"), {{"step", state_.step + 1.0}});
+    }
     if (want_log && collectives_.world_size() > 1) {
       // Logged losses are the mean over ranks, not rank 0's share of the batch.
       std::vector<double> values = {loss};
@@ -467,6 +515,9 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
       for (auto& [name, value] : terms) value = mean[i++].item<double>();
     }
     ++state_.step;
+    if (state_.step - first_step == trace_config.start_step() + trace_config.num_steps()) {
+      VISION_RETURN_IF_ERROR(finish_trace());
+    }
     ++window_steps;
     estimator.AddStep(Seconds(step_start));
     if (want_log) {
@@ -521,6 +572,8 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
       VISION_RETURN_IF_ERROR(SaveCheckpoint(is_best));
     }
   }
+  // Training ended inside the trace window.
+  VISION_RETURN_IF_ERROR(finish_trace());
   TrainResult result;
   result.steps = state_.step;
   result.resumed_from = resumed_from_;

@@ -1,6 +1,8 @@
 #include "engine/trainer.h"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <ATen/ATen.h>
 
@@ -170,6 +172,40 @@ TEST(TrainerTest, EmaWeightsAreUsedForEvaluation) {
   auto ema = Train(Config(TempDir("ema"), "train { ema_decay: 0.5 }"));
   ASSERT_TRUE(plain.ok() && ema.ok());
   EXPECT_NE(plain->final_metrics.at("mae"), ema->final_metrics.at("mae"));
+}
+
+int CountOf(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(TrainerTest, TraceWindowWritesTheChosenStepsAsAChromeTrace) {
+  const std::string dir = TempDir("trace");
+  auto result = Train(Config(
+      dir, "train { max_steps: 6 } logging { trace { start_step: 2 num_steps: 3 } }"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::ifstream file(dir + "/trace_rank0.json");
+  ASSERT_TRUE(file) << "no trace_rank0.json in " << dir;
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  const std::string text = buffer.str();
+  EXPECT_EQ(text.rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0), 0u);
+  EXPECT_EQ(text.substr(text.size() - 4), "\n]}\n");
+  // Steps 3, 4 and 5 (1-based), each with its phases; one process: no gradient communication.
+  for (const char* phase : {"step", "data_wait", "forward", "backward", "optimizer"}) {
+    EXPECT_EQ(CountOf(text, absl::StrCat("\"name\":\"", phase, "\",")), 3) << phase;
+  }
+  EXPECT_EQ(CountOf(text, "\"name\":\"finish_backward\""), 0);
+  for (int step : {3, 4, 5}) EXPECT_EQ(CountOf(text, absl::StrCat("{\"step\":", step, "}")), 1);
+  EXPECT_EQ(CountOf(text, "\"name\":\"rank 0\""), 1);
+}
+
+TEST(TrainerTest, NegativeTraceWindowIsRefused) {
+  auto result =
+      Train(Config(TempDir("bad_trace"), "logging { trace { start_step: 0 num_steps: -1 } }"));
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("logging.trace"));
 }
 
 }  // namespace

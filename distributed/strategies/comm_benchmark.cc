@@ -22,9 +22,14 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
 #include <torch/utils.h>
+
+#include <sys/resource.h>
 
 #include <chrono>
 #include <functional>
@@ -37,12 +42,17 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/trace.h"
 #include "distributed/process_group/multiprocess_testing.h"
 #include "distributed/process_group/process_group.h"
 #include "distributed/strategies/strategies.h"
 
+ABSL_FLAG(std::string, model, "small",
+          "small: the ~1 M-parameter conv net below; resnet18: torchvision's ResNet-18 (11.7 M "
+          "parameters, 1000 classes), e.g. at --image_size=224");
 ABSL_FLAG(int, steps, 20, "timed steps per configuration");
 ABSL_FLAG(int, warmup, 3, "untimed steps first");
 ABSL_FLAG(int, batch, 8, "images per rank and step");
@@ -55,6 +65,7 @@ ABSL_FLAG(int, rank, -1,
           "-1: fork every rank here, on loopback. >= 0: be this one rank of --world ranks, "
           "started separately (e.g. one per network namespace), rendezvous at --master_addr");
 ABSL_FLAG(int, world, 2, "with --rank: the number of ranks");
+ABSL_FLAG(std::string, worlds, "1,2", "without --rank: the world sizes to run, e.g. 2");
 ABSL_FLAG(std::string, master_addr, "127.0.0.1", "with --rank: rank 0's address");
 ABSL_FLAG(int, master_port, 29600,
           "with --rank: the first of consecutive ports, one per configuration and repeat");
@@ -62,6 +73,12 @@ ABSL_FLAG(std::string, device, "cpu",
           "cpu, or cuda: rank r trains on cuda:r (NCCL allows one rank per GPU)");
 ABSL_FLAG(std::string, backend, "gloo",
           "gloo, or nccl: NCCL for the CUDA tensors of --device=cuda (CPU tensors take Gloo)");
+ABSL_FLAG(
+    std::string, trace_dir, "",
+    "non-empty: after the timed steps, --trace_steps more steps are traced (core/trace.h) and "
+    "each rank writes <trace_dir>/<configuration>_trace_rank<k>.json (Chrome Trace Event "
+    "Format: open in ui.perfetto.dev or chrome://tracing)");
+ABSL_FLAG(int, trace_steps, 5, "with --trace_dir: the number of traced steps");
 ABSL_FLAG(int, repeats, 1,
           "sweeps over all configurations; interleaving repeats spreads drifting machine load "
           "over all of them (take the median per line)");
@@ -69,8 +86,14 @@ ABSL_FLAG(int, repeats, 1,
 namespace vision::distributed::strategies {
 namespace {
 
+// What is trained: images in, `num_classes` scores out.
+struct BenchModel : torch::nn::Module {
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+  virtual int64_t num_classes() const = 0;
+};
+
 // ~1.0 M parameters (4 MiB of float gradients): several 1 MiB buckets.
-struct BenchNet : torch::nn::Module {
+struct BenchNet : BenchModel {
   BenchNet() {
     conv1 =
         register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 3).padding(1)));
@@ -82,7 +105,8 @@ struct BenchNet : torch::nn::Module {
                             torch::nn::Conv2d(torch::nn::Conv2dOptions(256, 256, 3).padding(1)));
     fc = register_module("fc", torch::nn::Linear(256, 10));
   }
-  at::Tensor forward(const at::Tensor& x) {
+  int64_t num_classes() const override { return 10; }
+  at::Tensor forward(const at::Tensor& x) override {
     at::Tensor h = at::relu(conv1->forward(x));
     h = at::relu(conv2->forward(h));
     h = at::relu(conv3->forward(h));
@@ -92,6 +116,69 @@ struct BenchNet : torch::nn::Module {
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr}, conv4{nullptr};
   torch::nn::Linear fc{nullptr};
 };
+
+torch::nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+}
+
+// torchvision's BasicBlock, its parameters registered in torchvision's order.
+struct BasicBlock : torch::nn::Module {
+  BasicBlock(int64_t in, int64_t out, int64_t stride) {
+    conv1 = register_module("conv1", Conv(in, out, 3, stride));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(out));
+    conv2 = register_module("conv2", Conv(out, out, 3, 1));
+    bn2 = register_module("bn2", torch::nn::BatchNorm2d(out));
+    if (stride != 1 || in != out) {
+      downsample = register_module(
+          "downsample",
+          torch::nn::Sequential(Conv(in, out, 1, stride), torch::nn::BatchNorm2d(out)));
+    }
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor h = at::relu(bn1->forward(conv1->forward(x)));
+    h = bn2->forward(conv2->forward(h));
+    return at::relu(h + (downsample ? downsample->forward(x) : x));
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  torch::nn::Sequential downsample{nullptr};
+};
+
+// torchvision.models.resnet18 (same parameters, in the same order): 11.7 M parameters.
+struct ResNet18 : BenchModel {
+  ResNet18() {
+    conv1 = register_module("conv1", Conv(3, 64, 7, 2));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(64));
+    int64_t in = 64;
+    for (int stage = 0; stage < 4; ++stage) {
+      const int64_t out = 64 << stage;
+      auto layer = torch::nn::Sequential();
+      for (int block = 0; block < 2; ++block) {
+        layer->push_back(std::make_shared<BasicBlock>(in, out, stage > 0 && block == 0 ? 2 : 1));
+        in = out;
+      }
+      layers.push_back(register_module(absl::StrCat("layer", stage + 1), layer));
+    }
+    fc = register_module("fc", torch::nn::Linear(512, 1000));
+  }
+  int64_t num_classes() const override { return 1000; }
+  at::Tensor forward(const at::Tensor& x) override {
+    at::Tensor h = at::relu(bn1->forward(conv1->forward(x)));
+    h = at::max_pool2d(h, 3, 2, 1);
+    for (auto& layer : layers) h = layer->forward(h);
+    return fc->forward(h.mean({2, 3}));
+  }
+  torch::nn::Conv2d conv1{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr};
+  std::vector<torch::nn::Sequential> layers;
+  torch::nn::Linear fc{nullptr};
+};
+
+std::shared_ptr<BenchModel> MakeModel() {
+  if (absl::GetFlag(FLAGS_model) == "resnet18") return std::make_shared<ResNet18>();
+  return std::make_shared<BenchNet>();
+}
 
 google::protobuf::Any StrategyOptions(const std::string& name) {
   google::protobuf::Any any;
@@ -109,7 +196,7 @@ struct Communicator {
   std::shared_ptr<void> keep_alive;
 };
 
-absl::StatusOr<Communicator> MakeCommunicator(const std::string& name, BenchNet& net,
+absl::StatusOr<Communicator> MakeCommunicator(const std::string& name, BenchModel& net,
                                               c10::intrusive_ptr<c10d::ProcessGroup> group) {
   Communicator comm;
   if (name == "none") return comm;
@@ -133,6 +220,16 @@ c10::Device RankDevice(int rank) {
 // clock.
 void Synchronize(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// CPU time of this process (every thread: compute, autograd, Gloo's workers), in ms. On a
+// machine shared with other jobs the wall clock mostly measures the others; CPU time per step
+// still measures the work a configuration adds.
+double ProcessCpuMs() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
 }
 
 absl::Status TimeCollectives(std::vector<at::Tensor>& buffers,
@@ -161,16 +258,16 @@ absl::Status TimeCollectives(std::vector<at::Tensor>& buffers,
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
       steps;
   if (rank == 0) {
-    std::cout << std::left << std::setw(14) << "collectives" << " world " << world << std::right
-              << std::fixed << std::setprecision(1) << std::setw(9) << ms << " ms/step   "
-              << buffers.size() << " buckets" << std::endl;
+    std::cout << std::left << std::setw(14) << "collectives"
+              << " world " << world << std::right << std::fixed << std::setprecision(1)
+              << std::setw(9) << ms << " ms/step   " << buffers.size() << " buckets" << std::endl;
   }
   return absl::OkStatus();
 }
 
 // Buffers shaped like the bucketed strategy's buckets for `net`.
-absl::StatusOr<std::vector<at::Tensor>> BucketBuffers(BenchNet& net,
-                                                      c10::intrusive_ptr<c10d::ProcessGroup> group) {
+absl::StatusOr<std::vector<at::Tensor>> BucketBuffers(
+    BenchModel& net, c10::intrusive_ptr<c10d::ProcessGroup> group) {
   BucketedOptions options;
   options.set_bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb));
   auto strategy = BucketedStrategy::Create(options);
@@ -190,7 +287,8 @@ absl::StatusOr<std::vector<at::Tensor>> BucketBuffers(BenchNet& net,
 absl::Status TrainRank(const std::string& name, int rank, int world, const c10::Device& device,
                        const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
   torch::manual_seed(0);
-  BenchNet net;
+  std::shared_ptr<BenchModel> model = MakeModel();
+  BenchModel& net = *model;
   // Initialised on the host and moved: the same weights (and checksums) on every device.
   net.to(device);
   if (name == "collectives") {
@@ -204,14 +302,57 @@ absl::Status TrainRank(const std::string& name, int rank, int world, const c10::
   const int size = absl::GetFlag(FLAGS_image_size);
   torch::manual_seed(1 + rank);
   const at::Tensor inputs = at::randn({batch, 3, size, size}).to(device);
-  const at::Tensor targets = at::randn({batch, 10}).to(device);
+  const at::Tensor targets = at::randn({batch, net.num_classes()}).to(device);
   const int warmup = absl::GetFlag(FLAGS_warmup);
   const int steps = absl::GetFlag(FLAGS_steps);
   std::chrono::steady_clock::time_point start;
   // Where a step's time goes: forward, backward (with any communication it launches), and
   // the wait for communication after backward. On a GPU each phase ends with a device
   // synchronisation, so that the host's clock sees the phase's kernels finish.
-  double forward_ms = 0, backward_ms = 0, wait_ms = 0;
+  double forward_ms = 0, backward_ms = 0, wait_ms = 0, cpu_start_ms = 0;
+  namespace trace = core::trace;
+  // One training step. With tracing on, its phases become spans of the timeline.
+  const auto train_step = [&](bool timed) -> absl::Status {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t step_us = trace::Enabled() ? trace::NowUs() : 0;
+    at::Tensor loss;
+    {
+      trace::ScopedSpan span("forward", "step");
+      loss = (net.forward(inputs) - targets).pow(2).mean();
+      comm->before_backward();
+      Synchronize(device);
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    {
+      trace::ScopedSpan span("backward", "step");
+      loss.backward();
+      Synchronize(device);
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    {
+      trace::ScopedSpan span("finish_backward", "step");
+      if (auto s = comm->after_backward(); !s.ok()) return s;
+      Synchronize(device);
+    }
+    const auto t3 = std::chrono::steady_clock::now();
+    if (timed) {
+      forward_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+      backward_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
+      wait_ms += std::chrono::duration<double, std::milli>(t3 - t2).count();
+    }
+    {
+      trace::ScopedSpan span("optimizer", "step");
+      at::NoGradGuard no_grad;
+      for (at::Tensor& p : net.parameters()) {
+        p.sub_(p.grad(), 0.01);
+        p.mutable_grad().zero_();
+      }
+    }
+    if (trace::Enabled()) {
+      trace::Record("step", "step", step_us, trace::NowUs(), trace::NamedLane("steps"));
+    }
+    return absl::OkStatus();
+  };
   for (int step = 0; step < warmup + steps; ++step) {
     if (step == warmup) {
       // Start the clock together.
@@ -219,33 +360,15 @@ absl::Status TrainRank(const std::string& name, int rank, int world, const c10::
       group->allreduce(token)->wait();
       Synchronize(device);
       start = std::chrono::steady_clock::now();
+      cpu_start_ms = ProcessCpuMs();
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    at::Tensor loss = (net.forward(inputs) - targets).pow(2).mean();
-    comm->before_backward();
-    Synchronize(device);
-    const auto t1 = std::chrono::steady_clock::now();
-    loss.backward();
-    Synchronize(device);
-    const auto t2 = std::chrono::steady_clock::now();
-    if (auto s = comm->after_backward(); !s.ok()) return s;
-    Synchronize(device);
-    const auto t3 = std::chrono::steady_clock::now();
-    if (step >= warmup) {
-      forward_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
-      backward_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
-      wait_ms += std::chrono::duration<double, std::milli>(t3 - t2).count();
-    }
-    at::NoGradGuard no_grad;
-    for (at::Tensor& p : net.parameters()) {
-      p.sub_(p.grad(), 0.01);
-      p.mutable_grad().zero_();
-    }
+    if (auto s = train_step(step >= warmup); !s.ok()) return s;
   }
   Synchronize(device);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
       steps;
+  const double cpu_ms = (ProcessCpuMs() - cpu_start_ms) / steps;
   double checksum = 0;
   for (const at::Tensor& p : net.parameters()) checksum += p.sum().item<double>();
   if (rank == 0) {
@@ -253,7 +376,21 @@ absl::Status TrainRank(const std::string& name, int rank, int world, const c10::
               << std::fixed << std::setprecision(1) << std::setw(9) << ms << " ms/step"
               << "   checksum " << std::setprecision(6) << checksum << std::setprecision(1)
               << "   forward " << forward_ms / steps << " backward " << backward_ms / steps
-              << " wait " << wait_ms / steps << std::endl;
+              << " wait " << wait_ms / steps << "   cpu " << cpu_ms << " ms/step" << std::endl;
+  }
+  // Traced steps come after the timed ones, so that the timings are those of tracing off.
+  if (const std::string dir = absl::GetFlag(FLAGS_trace_dir); !dir.empty()) {
+    trace::Start(rank);
+    trace::NameThisThread("main");
+    absl::Status status;
+    for (int step = 0; step < absl::GetFlag(FLAGS_trace_steps) && status.ok(); ++step) {
+      status = train_step(false);
+    }
+    Synchronize(device);
+    trace::Stop();
+    if (!status.ok()) return status;
+    return trace::WriteChromeTrace(
+        absl::StrCat(dir, "/", name, "_world", world, "_trace_rank", rank, ".json"));
   }
   return absl::OkStatus();
 }
@@ -287,11 +424,16 @@ absl::Status RunRank(const std::string& name, int rank, int world, int port,
 }
 
 int Main() {
+  if (const std::string model = absl::GetFlag(FLAGS_model);
+      model != "small" && model != "resnet18") {
+    std::cerr << "--model: small or resnet18, got '" << model << "'\n";
+    return 1;
+  }
   if (const std::string device = absl::GetFlag(FLAGS_device); device != "cpu" && device != "cuda") {
     std::cerr << "--device: cpu or cuda, got '" << device << "'\n";
     return 1;
   }
-  std::cout << "batch " << absl::GetFlag(FLAGS_batch) << " x 3 x "
+  std::cout << absl::GetFlag(FLAGS_model) << ", batch " << absl::GetFlag(FLAGS_batch) << " x 3 x "
             << absl::GetFlag(FLAGS_image_size) << "^2 per rank, " << absl::GetFlag(FLAGS_threads)
             << " thread(s) per rank, bucket cap " << absl::GetFlag(FLAGS_bucket_cap_mb) << " MiB, "
             << absl::GetFlag(FLAGS_steps) << " timed steps, " << absl::GetFlag(FLAGS_device)
@@ -315,7 +457,14 @@ int Main() {
     return failures == 0 ? 0 : 1;
   }
   for (int repeat = 0; repeat < absl::GetFlag(FLAGS_repeats); ++repeat) {
-    for (int world : {1, 2}) {
+    for (const absl::string_view world_text :
+         absl::StrSplit(absl::GetFlag(FLAGS_worlds), ',', absl::SkipEmpty())) {
+      int world = 0;
+      if (!absl::SimpleAtoi(world_text, &world) || world < 1) {
+        std::cerr << "--worlds: positive integers separated by commas, got '"
+                  << absl::GetFlag(FLAGS_worlds) << "'\n";
+        return 1;
+      }
       for (const std::string& name : configs) {
         if (world == 1 && name == "collectives") continue;
         const int port = process_group::PickFreePort();

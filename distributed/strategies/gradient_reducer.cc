@@ -1,10 +1,10 @@
 #include "distributed/strategies/gradient_reducer.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/strides.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
-#include <c10/util/strides.h>
 
 #include <algorithm>
 #include <exception>
@@ -13,6 +13,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/trace.h"
+
+#ifdef VISION_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#include <torch/cuda.h>
+#endif
 
 namespace vision::distributed::strategies {
 namespace {
@@ -65,26 +73,38 @@ absl::Status GradientReducer::Attach(const std::vector<at::Tensor>& params,
       options_.compression == Compression::kBFloat16 && group_->getBackendName() == "gloo";
 
   // Reverse order: backward produces the last layers' gradients first, so their bucket fills
-  // (and starts communicating) first.
+  // (and starts communicating) first. As DDP (compute_bucket_assignment_by_size), a bucket is
+  // closed once it reaches the cap, with the parameter that crossed it inside: a layer's bias
+  // (before its weight in reverse order) then shares the weight's bucket. Closing before the
+  // crossing parameter instead cut buckets between bias and weight, and autograd accumulates
+  // a convolution's weight before its bias: the weight's bucket was complete first but had to
+  // wait for the bias's, and small bias-only buckets each paid a whole collective's latency.
   bucket_of_param_.assign(params_.size(), -1);
+  int64_t used = 0;  // Bytes in buckets_.back().
+  bool closed = true;
   for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
     const at::Tensor& p = params_[i];
     const int64_t bytes = p.numel() * static_cast<int64_t>(p.element_size());
-    bool start_new = buckets_.empty();
-    if (!start_new) {
-      const Bucket& last = buckets_.back();
-      const at::Tensor& first = params_[last.params.front()];
-      const int64_t used = last.offsets.back() * static_cast<int64_t>(first.element_size()) +
-                           params_[last.params.back()].numel() * first.element_size();
-      start_new = first.scalar_type() != p.scalar_type() || first.device() != p.device() ||
-                  (options_.bucket_cap_bytes > 0 && used + bytes > options_.bucket_cap_bytes);
+    if (!closed) {
+      const at::Tensor& first = params_[buckets_.back().params.front()];
+      closed = first.scalar_type() != p.scalar_type() || first.device() != p.device();
     }
-    if (start_new) buckets_.emplace_back();
+    if (closed) {
+      buckets_.emplace_back();
+      used = 0;
+      closed = false;
+    }
     Bucket& bucket = buckets_.back();
     bucket.offsets.push_back(
         bucket.params.empty() ? 0 : bucket.offsets.back() + params_[bucket.params.back()].numel());
     bucket.params.push_back(i);
     bucket_of_param_[i] = static_cast<int>(buckets_.size()) - 1;
+    used += bytes;
+    int64_t cap = options_.bucket_cap_bytes;
+    if (cap > 0 && buckets_.size() == 1 && options_.first_bucket_cap_bytes > 0) {
+      cap = std::min(cap, options_.first_bucket_cap_bytes);
+    }
+    closed = cap > 0 && used >= cap;
   }
   for (Bucket& bucket : buckets_) {
     const at::Tensor& first = params_[bucket.params.front()];
@@ -154,6 +174,7 @@ void GradientReducer::PrepareBackward(bool sync) {
   for (Bucket& bucket : buckets_) {
     bucket.pending = static_cast<int>(bucket.params.size());
     bucket.work.reset();
+    bucket.first_ready_us = -1;
   }
 }
 
@@ -166,7 +187,19 @@ void GradientReducer::OnGradReady(int index) {
     return;
   }
   ready_[index] = true;
-  --buckets_[bucket_of_param_[index]].pending;
+  Bucket& bucket = buckets_[bucket_of_param_[index]];
+  if (core::trace::Enabled()) {
+    // The bucket's fill: from its first gradient to its last, on its own lane.
+    const int64_t now = core::trace::NowUs();
+    if (bucket.first_ready_us < 0) bucket.first_ready_us = now;
+    if (bucket.pending == 1) {
+      const int b = bucket_of_param_[index];
+      if (bucket.lane == 0) bucket.lane = core::trace::NamedLane(absl::StrCat("bucket ", b));
+      core::trace::Record(absl::StrCat("bucket ", b, " ready"), "comm", bucket.first_ready_us, now,
+                          bucket.lane, {{"bucket", b}, {"params", bucket.params.size()}});
+    }
+  }
+  --bucket.pending;
   if (!options_.overlap || !launch_error_.empty()) return;
   // An exception here would surface as an unrelated autograd failure; keep it for
   // FinishBackward instead.
@@ -186,6 +219,8 @@ void GradientReducer::LaunchReadyBuckets() {
 void GradientReducer::Launch(Bucket& bucket) {
   // With one rank the average is the gradient itself: nothing to send.
   if (group_->getSize() == 1) return;
+  const bool tracing = core::trace::Enabled();
+  const int64_t launch_us = tracing ? core::trace::NowUs() : 0;
   at::NoGradGuard no_grad;
   // The gradients already sit in bucket.flat (BindGradients). Dividing before the collective
   // keeps half-precision sums in range (as PyTorch's fp16_compress_hook does).
@@ -203,6 +238,59 @@ void GradientReducer::Launch(Bucket& bucket) {
   } else {
     bucket.work = group_->allreduce(tensors);
   }
+  if (tracing) TraceCollective(bucket, launch_us);
+}
+
+void GradientReducer::TraceCollective(Bucket& bucket, int64_t launch_us) {
+  const int b = static_cast<int>(&bucket - buckets_.data());
+  if (bucket.lane == 0) bucket.lane = core::trace::NamedLane(absl::StrCat("bucket ", b));
+  const int lane = bucket.lane;
+  const double bytes = static_cast<double>(bucket.wire.numel() * bucket.wire.element_size());
+  // The launch itself (division, compression, handing the collective to the backend) runs on
+  // the thread that completed the bucket: autograd's, or the caller of FinishBackward.
+  core::trace::Record(absl::StrCat("bucket ", b, " launch"), "comm", launch_us,
+                      core::trace::NowUs(), core::trace::ThreadLane(),
+                      {{"bucket", b}, {"bytes", bytes}});
+  std::string name = absl::StrCat("bucket ", b, gather_bfloat16_ ? " allgather" : " allreduce");
+#ifdef VISION_WITH_CUDA
+  if (bucket.flat.is_cuda()) {
+    // NCCL's future completes on the host as soon as the collective is enqueued; its callbacks
+    // run on a stream that waits for the collective. An event recorded there completes with
+    // the collective; the start event (on the stream that produced the gradients, which NCCL's
+    // stream waits for) marks when the bucket could start on the device. Both are read after
+    // the trace window (AddDeferred), never inside backward.
+    const c10::DeviceIndex device = bucket.flat.device().index();
+    auto start = std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault);
+    auto end = std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault);
+    start->record(c10::cuda::getCurrentCUDAStream(device));
+    bucket.work->getFuture()->addCallback([end, device](c10::ivalue::Future&) {
+      end->record(c10::cuda::getCurrentCUDAStream(device));
+    });
+    core::trace::AddDeferred([start, end, device, lane, bytes, name = std::move(name)] {
+      try {
+        torch::cuda::synchronize(device);
+        at::cuda::CUDAEvent now_event(cudaEventDefault);
+        now_event.record(c10::cuda::getCurrentCUDAStream(device));
+        now_event.synchronize();
+        const int64_t now_us = core::trace::NowUs();
+        // elapsed_time: milliseconds from one event to the other, on the device's clock.
+        const auto host_us = [&](at::cuda::CUDAEvent& e) {
+          return now_us - static_cast<int64_t>(e.elapsed_time(now_event) * 1000.0);
+        };
+        core::trace::Record(absl::StrCat(name, " (cuda)"), "comm", host_us(*start), host_us(*end),
+                            lane, {{"bytes", bytes}});
+      } catch (const std::exception&) {
+        // An event that was never recorded (the step failed): no span.
+      }
+    });
+    return;
+  }
+#endif
+  // Gloo completes the future on its worker thread when the collective is done.
+  bucket.work->getFuture()->addCallback([launch_us, lane, bytes,
+                                         name = std::move(name)](c10::ivalue::Future&) {
+    core::trace::Record(name, "comm", launch_us, core::trace::NowUs(), lane, {{"bytes", bytes}});
+  });
 }
 
 void GradientReducer::BindGradients() {
@@ -269,7 +357,17 @@ absl::Status GradientReducer::FinishBackward() {
     }
     LaunchReadyBuckets();
     if (group_->getSize() == 1) return absl::OkStatus();
-    for (size_t b = 0; b < next_bucket_; ++b) buckets_[b].work->wait();
+    if (core::trace::Enabled()) {
+      const int lane = core::trace::ThreadLane();
+      for (size_t b = 0; b < next_bucket_; ++b) {
+        const int64_t start = core::trace::NowUs();
+        buckets_[b].work->wait();
+        core::trace::Record(absl::StrCat("wait bucket ", b), "comm", start, core::trace::NowUs(),
+                            lane);
+      }
+    } else {
+      for (size_t b = 0; b < next_bucket_; ++b) buckets_[b].work->wait();
+    }
 
     // The averages land in bucket.flat, which the parameters' .grad alias.
     at::NoGradGuard no_grad;

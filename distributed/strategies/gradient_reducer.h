@@ -33,8 +33,14 @@ namespace vision::distributed::strategies {
 enum class Compression { kNone, kFloat16, kBFloat16 };
 
 struct ReducerOptions {
-  // Bytes per bucket; <= 0 puts every parameter of a dtype into one bucket.
+  // A bucket is closed once it holds this many bytes or more (the parameter that crossed the
+  // cap included, as DDP); <= 0 puts every parameter of a dtype into one bucket.
   int64_t bucket_cap_bytes = 0;
+  // The first bucket (the last layers' gradients, ready first) closes at
+  // min(first_bucket_cap_bytes, bucket_cap_bytes), so communication starts early in backward
+  // whatever the cap (DDP's _DEFAULT_FIRST_BUCKET_BYTES, 1 MiB). Unused when
+  // bucket_cap_bytes <= 0 (one bucket).
+  int64_t first_bucket_cap_bytes = int64_t{1} << 20;
   // True: a bucket is launched from the autograd hook that completes it. False: every bucket
   // is launched in FinishBackward (the plain all-reduce baseline).
   bool overlap = false;
@@ -69,6 +75,10 @@ class GradientReducer {
     std::vector<std::vector<at::Tensor>> gathered;
     c10::intrusive_ptr<c10d::Work> work;
     int pending = 0;  // Parameters not yet ready in this step.
+    // Tracing only (core/trace.h): when this step's first gradient of the bucket arrived, and
+    // the bucket's lane in the timeline.
+    int64_t first_ready_us = -1;
+    int lane = 0;
   };
 
   void OnGradReady(int index);
@@ -79,6 +89,9 @@ class GradientReducer {
   // so their buffers can be reused.
   void DrainLaunched();
   void Launch(Bucket& bucket);
+  // With tracing on: records the bucket's collective until it completes (on the host for Gloo;
+  // with CUDA events, resolved when the trace window ends, for NCCL). No host synchronisation.
+  void TraceCollective(Bucket& bucket, int64_t launch_us);
   // Points every parameter's .grad at its slice of its bucket (keeping its value).
   void BindGradients();
   std::string ParamLabel(int index) const;

@@ -307,6 +307,33 @@ TEST(StrategiesTest, SecondBackwardInASyncStepIsAnError) {
                         "backward"));
 }
 
+TEST(StrategiesTest, FirstBucketClosesAtItsOwnSmallerCap) {
+  const int port = process_group::PickFreePort();
+  ExpectAllOk(RunRanks(1, absl::Seconds(30), [&](int rank) -> absl::Status {
+    ReducerOptions options;
+    options.bucket_cap_bytes = 1000;
+    options.first_bucket_cap_bytes = 100;
+    options.overlap = true;
+    GradientReducer reducer(options);
+    VISION_ASSIGN_OR_RETURN(auto group, Group(0, 1, port));
+    torch::manual_seed(0);
+    Net net(false);
+    VISION_RETURN_IF_ERROR(reducer.Attach(net.parameters(), {}, group));
+    // Bytes in reverse order: fc.b 12, fc.w 72, conv2.b 24 (108 >= 100 closes the first
+    // bucket), conv2.w 864, conv1.b 16, conv1.w 432 (1312 >= 1000). With 1000 for the first
+    // bucket too, everything would share one bucket.
+    const std::vector<std::vector<int>> expected = {{5, 4, 3}, {2, 1, 0}};
+    if (reducer.BucketLayout() != expected) {
+      std::string layout;
+      for (const auto& bucket : reducer.BucketLayout()) {
+        layout += absl::StrCat("{", absl::StrJoin(bucket, ","), "}");
+      }
+      return absl::InternalError(absl::StrCat("unexpected layout ", layout));
+    }
+    return absl::OkStatus();
+  }));
+}
+
 TEST(StrategiesTest, BucketsFollowReverseParameterOrderAndCap) {
   // Attach needs a group; the layout is computed before any collective, so a world of one
   // (rank 0 hosting its own store) is enough.
@@ -320,8 +347,9 @@ TEST(StrategiesTest, BucketsFollowReverseParameterOrderAndCap) {
     Net net(false);
     VISION_RETURN_IF_ERROR(made->Attach(net.parameters(), {}, group));
     // Parameters: conv1.w (108), conv1.b (4), conv2.w (216), conv2.b (6), fc.w (18), fc.b (3).
-    // A bucket holds at most 419 bytes unless one parameter alone is larger.
-    const std::vector<std::vector<int>> expected = {{5, 4, 3}, {2}, {1}, {0}};
+    // As DDP: a bucket is closed once it holds 419 bytes or more, with the parameter that
+    // crossed the cap inside, so each weight shares its bias's bucket.
+    const std::vector<std::vector<int>> expected = {{5, 4, 3, 2}, {1, 0}};
     if (made->BucketLayout() != expected) {
       std::string layout;
       for (const auto& bucket : made->BucketLayout()) {
