@@ -10,7 +10,6 @@
 
 #include <array>
 #include <cstdint>
-
 #include <opencv2/core.hpp>
 
 #include "absl/types/span.h"
