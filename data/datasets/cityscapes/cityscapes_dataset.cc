@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/image_io.h"
 #include "core/status_macros.h"
 #include "data/datasets/cityscapes/cityscapes_labels.h"
 #include "data/datasets/common/file_pairing.h"
@@ -267,22 +268,9 @@ absl::StatusOr<core::Sample> CityscapesDataset::Load(int64_t index) const {
     return absl::NotFoundError(
         absl::StrCat(label_path, ": missing label map for image ", sample.image_path));
   }
-  cv::Mat label_map;
-  try {
-    sample.image = cv::imread(sample.image_path, cv::IMREAD_COLOR);
-    if (!sample.image.empty()) label_map = cv::imread(label_path, cv::IMREAD_UNCHANGED);
-  } catch (const cv::Exception& e) {
-    return absl::DataLossError(absl::StrCat(sample.image.empty() ? sample.image_path : label_path,
-                                            ": could not decode the PNG: ", e.what()));
-  }
-  if (sample.image.empty()) {
-    return absl::DataLossError(absl::StrCat(
-        sample.image_path, ": could not decode the image (truncated, empty or not an image)"));
-  }
-  if (label_map.empty()) {
-    return absl::DataLossError(absl::StrCat(
-        label_path, ": could not decode the label map (truncated, empty or not an image)"));
-  }
+  VISION_ASSIGN_OR_RETURN(sample.image, core::ReadImage(sample.image_path));
+  VISION_ASSIGN_OR_RETURN(const cv::Mat label_map,
+                          core::ReadImage(label_path, cv::IMREAD_UNCHANGED, "label map"));
   sample.original_height = sample.image.rows;
   sample.original_width = sample.image.cols;
   if (label_map.size() != sample.image.size()) {

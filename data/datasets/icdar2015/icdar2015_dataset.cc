@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/image_io.h"
 #include "core/polygon.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
@@ -417,16 +418,7 @@ absl::StatusOr<core::Sample> ICDAR2015Dataset::Load(int64_t index) const {
     return absl::NotFoundError(
         absl::StrCat(gt_path, ": missing ground truth for image ", sample.image_path));
   }
-  try {
-    sample.image = cv::imread(sample.image_path, cv::IMREAD_COLOR);
-  } catch (const cv::Exception& e) {
-    return absl::DataLossError(
-        absl::StrCat(sample.image_path, ": could not decode the image: ", e.what()));
-  }
-  if (sample.image.empty()) {
-    return absl::DataLossError(absl::StrCat(
-        sample.image_path, ": could not decode the image (truncated, empty or not an image)"));
-  }
+  VISION_ASSIGN_OR_RETURN(sample.image, core::ReadImage(sample.image_path));
   sample.original_height = sample.image.rows;
   sample.original_width = sample.image.cols;
 

@@ -380,6 +380,16 @@ TEST(ICDAR2015DatasetTest, UndecodableImage) {
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("testdata/icdar2015/bad/undecodable/images/img_1.jpg"),
                     HasSubstr("could not decode")));
+
+  // The first 750 of its 904 bytes (its scan starts at byte 609): OpenCV would decode it with a
+  // grey lower part.
+  dataset = MakeDataset(BadOptions("truncated"));
+  ASSERT_NE(dataset, nullptr);
+  status = dataset->Load(0).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("testdata/icdar2015/bad/truncated/images/img_1.jpg: the "
+                                          "JPEG file is truncated: its 750 bytes end inside the "
+                                          "compressed data of scan 1"));
 }
 
 TEST(ICDAR2015DatasetTest, BadGroundTruthLinesNameFileAndLine) {
