@@ -17,9 +17,10 @@
 #ifndef VISION_CORE_IMAGE_IO_H_
 #define VISION_CORE_IMAGE_IO_H_
 
+#include <string>
+
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
-#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -2,10 +2,11 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <string>
 #include <vector>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+
 #include <opencv2/imgproc.hpp>
 
 #include "polyclipping/clipper.hpp"

@@ -17,8 +17,9 @@
 #ifndef VISION_CORE_POLYGON_H_
 #define VISION_CORE_POLYGON_H_
 
-#include <opencv2/core.hpp>
 #include <vector>
+
+#include <opencv2/core.hpp>
 
 #include "core/sample.h"
 

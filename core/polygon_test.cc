@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <opencv2/core.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <opencv2/core.hpp>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
-#include <opencv2/imgcodecs.hpp>
 #include <set>
 #include <system_error>
 #include <utility>
+
+#include <opencv2/imgcodecs.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"

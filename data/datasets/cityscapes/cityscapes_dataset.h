@@ -8,10 +8,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <opencv2/core.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <opencv2/core.hpp>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"

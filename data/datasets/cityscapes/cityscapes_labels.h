@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+
 #include <opencv2/core.hpp>
 
 #include "absl/types/span.h"

@@ -398,10 +398,17 @@ absl::StatusOr<std::unique_ptr<CocoDataset>> CocoDataset::Create(const CocoOptio
   std::map<int64_t, Image*> image_by_id;
   for (Image& image : images) image_by_id[image.id] = &image;
 
-  // A file without "annotations" (like COCO's image_info_test2017.json) lists images only.
+  // A file without "annotations" (like COCO's image_info_test2017.json) lists images only:
+  // read as such only when the options say so.
   int64_t num_annotations = 0;
   int64_t num_crowd_dropped = 0;
   auto annotations = root.find("annotations");
+  if (annotations == root.end() && options.require_annotations()) {
+    return in_file("", Invalid("the key \"annotations\" is missing, so no image has labels; "
+                               "training and evaluation need them (is this an image-info file "
+                               "like image_info_test2017.json?). Set CocoOptions."
+                               "require_annotations: false to read its images without labels"));
+  }
   if (annotations != root.end()) {
     if (!annotations->is_array()) return in_file("", Invalid("\"annotations\" is not a list"));
     std::map<int64_t, size_t> seen_ids;

@@ -6,11 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <opencv2/imgcodecs.hpp>
 #include <set>
 #include <sstream>
 #include <system_error>
 #include <utility>
+
+#include <opencv2/imgcodecs.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"

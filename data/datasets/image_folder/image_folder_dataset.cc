@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <opencv2/imgcodecs.hpp>
 #include <system_error>
+
+#include <opencv2/imgcodecs.hpp>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"

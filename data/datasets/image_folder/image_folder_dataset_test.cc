@@ -2,9 +2,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
+
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
-#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
