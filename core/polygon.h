@@ -12,8 +12,8 @@
 //
 // Validity, for the data policy on damaged annotations (README, "Data policies"): a polygon is
 // valid when it is what shapely (GEOS) calls a valid simple polygon, the test the reference
-// ICDAR evaluators apply before matching. Datasets repair or reject invalid polygons when they
-// load them (counting what they changed), so later stages may assume validity.
+// ICDAR evaluators apply before matching. The ICDAR2015 dataset repairs invalid quadrilaterals
+// when it reads them (and counts them), and the ICDAR2015 evaluator drops invalid polygons.
 #ifndef VISION_CORE_POLYGON_H_
 #define VISION_CORE_POLYGON_H_
 
