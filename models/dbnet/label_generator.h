@@ -29,7 +29,8 @@
 //    uses the distance to the segment's line where the angle A-P-B at the pixel P is obtuse
 //    and the distance to the nearer end otherwise, so a pixel that projects onto the segment
 //    but lies outside the circle on A-B as diameter (near an end, or far out) gets its
-//    distance to that end: an overestimate, so the reference's threshold map is lower there;
+//    distance to that end: an overestimate (unless another edge is nearer), so the
+//    reference's threshold map can be lower there;
 //  - thresh_mask is {inside the polygon} U {distance <= D}, the exact round-join dilation. The
 //    reference fills pyclipper's JT_ROUND offset polygon (arcs approximated by chords) with
 //    cv2.fillPoly after truncating its vertices to whole pixels; fillPoly also sets every
