@@ -20,9 +20,9 @@
 //
 // Which polygons are ignored: don't-care ones (TextInstance::ignore), those with a (shoelace)
 // area below 1 px^2 or a bounding-box side below min_text_size after clamping, and those the
-// shrink empties, as in the reference. Datasets hand over only valid simple polygons
-// (core::IsValidSimplePolygon; they repair or reject the others and count them, README "Data
-// policies"), so the area test here removes only what clamping to the image has flattened.
+// shrink empties, as in the reference. The ICDAR2015 dataset hands over only valid simple
+// polygons (core::IsValidSimplePolygon; it repairs the others and counts them, README "Data
+// policies"), so for it the area test removes only what clamping to the image has flattened.
 //
 // Differences from the reference's Python:
 //  - the distance is the true point-to-segment distance. The reference's cosine-rule formula
