@@ -80,7 +80,66 @@ bool BoundsOverlap(const Polygon& a, const Polygon& b) {
          rb.y <= ra.y + ra.height;
 }
 
+// Twice the signed area of the triangle (a, b, c): > 0 when c lies left of a -> b. Float inputs
+// make the differences and their products exact in double, so the sign is exact.
+double Orientation(const cv::Point2f& a, const cv::Point2f& b, const cv::Point2f& c) {
+  const double abx = static_cast<double>(b.x) - a.x, aby = static_cast<double>(b.y) - a.y;
+  const double acx = static_cast<double>(c.x) - a.x, acy = static_cast<double>(c.y) - a.y;
+  return abx * acy - aby * acx;
+}
+
+int Sign(double v) { return (v > 0) - (v < 0); }
+
+// For c collinear with a and b: whether c lies on the closed segment [a, b].
+bool WithinBox(const cv::Point2f& a, const cv::Point2f& b, const cv::Point2f& c) {
+  return std::min(a.x, b.x) <= c.x && c.x <= std::max(a.x, b.x) && std::min(a.y, b.y) <= c.y &&
+         c.y <= std::max(a.y, b.y);
+}
+
+// Whether the closed segments [a, b] and [c, d] share at least one point.
+bool SegmentsMeet(const cv::Point2f& a, const cv::Point2f& b, const cv::Point2f& c,
+                  const cv::Point2f& d) {
+  const int o1 = Sign(Orientation(a, b, c)), o2 = Sign(Orientation(a, b, d));
+  const int o3 = Sign(Orientation(c, d, a)), o4 = Sign(Orientation(c, d, b));
+  if (o1 != o2 && o3 != o4) return true;
+  return (o1 == 0 && WithinBox(a, b, c)) || (o2 == 0 && WithinBox(a, b, d)) ||
+         (o3 == 0 && WithinBox(c, d, a)) || (o4 == 0 && WithinBox(c, d, b));
+}
+
 }  // namespace
+
+bool IsValidSimplePolygon(const Polygon& polygon) {
+  // Repeated consecutive points (the ring's closing point included) are no error for GEOS.
+  Polygon ring;
+  ring.reserve(polygon.size());
+  for (const cv::Point2f& p : polygon) {
+    if (!std::isfinite(p.x) || !std::isfinite(p.y)) return false;
+    if (ring.empty() || p != ring.back()) ring.push_back(p);
+  }
+  while (ring.size() > 1 && ring.front() == ring.back()) ring.pop_back();
+  const size_t n = ring.size();
+  if (n < 3) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const cv::Point2f& a = ring[i];
+    const cv::Point2f& b = ring[(i + 1) % n];
+    // The next edge shares b; it may not run back along this one (a spike of zero width).
+    const cv::Point2f& c = ring[(i + 2) % n];
+    if (Orientation(a, b, c) == 0 && (WithinBox(a, b, c) || WithinBox(b, c, a))) return false;
+    // Edges that share no vertex may not meet at all. For a triangle every pair is adjacent.
+    for (size_t j = i + 2; j < n; ++j) {
+      if (i == 0 && j == n - 1) continue;  // the closing edge is adjacent to the first
+      if (SegmentsMeet(a, b, ring[j], ring[(j + 1) % n])) return false;
+    }
+  }
+  return PolygonArea(ring) > 0;
+}
+
+Polygon ConvexHull(const Polygon& polygon) {
+  if (polygon.empty()) return {};
+  Polygon hull;
+  cv::convexHull(polygon, hull);
+  return hull;
+}
 
 double PolygonArea(const Polygon& polygon) {
   double twice_area = 0;

@@ -9,6 +9,11 @@
 //    (libpolyclipping).
 // Clipper works on integers: clipping and the filled areas round coordinates to 1/1024 px, far
 // below annotation noise, and coordinates up to 10^6 px stay in Clipper's fast 64-bit range.
+//
+// Validity, for the data policy on damaged annotations (README, "Data policies"): a polygon is
+// valid when it is what shapely (GEOS) calls a valid simple polygon, the test the reference
+// ICDAR evaluators apply before matching. The ICDAR2015 dataset repairs invalid quadrilaterals
+// when it reads them (and counts them), and the ICDAR2015 evaluator drops invalid polygons.
 #ifndef VISION_CORE_POLYGON_H_
 #define VISION_CORE_POLYGON_H_
 
@@ -28,6 +33,19 @@ double FilledPolygonArea(const Polygon& polygon);
 
 // Area of the intersection of the regions `a` and `b` cover under the non-zero fill rule.
 double IntersectionArea(const Polygon& a, const Polygon& b);
+
+// Whether `polygon`, taken as a closed ring, is a valid simple polygon as shapely judges it
+// (Polygon(points).is_valid and .is_simple): after dropping repeated consecutive points at
+// least 3 vertices remain, no two edges meet except adjacent ones at their shared vertex (no
+// crossing as in a bow-tie, no touching, no edge doubling back over the previous one), and so
+// the area is positive. Exact for float coordinates (the tests are done in double precision,
+// where products of float differences are exact).
+bool IsValidSimplePolygon(const Polygon& polygon);
+
+// The convex hull of the points, counter-clockwise in image coordinates' y-down sense as
+// cv::convexHull orders it; the repair for a self-intersecting quadrilateral, whose crossing
+// comes from two swapped vertices (the hull of a bow-tie's 4 points is the intended box).
+Polygon ConvexHull(const Polygon& polygon);
 
 // The tightest x, y, width, height box around every point, unrounded (cv::boundingRect
 // rounds outwards to whole pixels); only meaningful for at least one point.

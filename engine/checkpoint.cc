@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/atomic_output.h"
 #include "core/status_macros.h"
 
 namespace vision::engine {
@@ -38,15 +39,6 @@ namespace fs = std::filesystem;
 
 absl::Status ErrnoError(const std::string& what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
-}
-
-absl::Status FsyncPath(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return ErrnoError("cannot open for fsync", path);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return ErrnoError("fsync failed for", path);
-  return absl::OkStatus();
 }
 
 void WriteMeta(torch::serialize::OutputArchive& archive, const CheckpointMeta& m) {
@@ -148,12 +140,12 @@ absl::Status SaveCheckpoint(const std::string& path, const TrainingState& state,
     return absl::InternalError(
         absl::StrCat("saving checkpoint '", path, "': ", e.what_without_backtrace()));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const absl::Status error = ErrnoError("cannot rename checkpoint into place", path);
+  if (absl::Status status = core::RenameDurably(tmp, path); !status.ok()) {
     std::remove(tmp.c_str());
-    return error;
+    return absl::Status(status.code(),
+                        absl::StrCat("cannot put checkpoint into place: ", status.message()));
   }
-  return FsyncPath(fs::path(path).parent_path().string(), /*directory=*/true);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {

@@ -453,6 +453,10 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   int64_t window_steps = 0;
   std::map<std::string, double> final_metrics;
   if (!config_.name().empty()) Print(absl::StrCat("run: ", config_.name()));
+  // The datasets' summaries carry what they repaired or dropped while listing (README, "Data
+  // policies"), so it is stated where the run starts.
+  Print(absl::StrCat("train_data: ", p_.train_dataset->Describe()));
+  if (p_.eval_dataset != nullptr) Print(absl::StrCat("eval_data: ", p_.eval_dataset->Describe()));
   Print(absl::StrFormat("training %d steps (%d batches of %d per rank and epoch, %d ranks, global batch %d)",
                         total_steps_, batches_per_epoch_, config_.train_data().loader().batch_size(),
                         collectives_.world_size(), images_per_step));

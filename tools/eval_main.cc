@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/atomic_output.h"
 #include "core/config/loader.h"
 #include "core/data_agreement.h"
 #include "core/pipeline_builder.h"
@@ -67,7 +68,11 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   VISION_RETURN_IF_ERROR(core::PrepareEvaluator(*evaluator, *dataset));
 
   const std::string output_dir = absl::GetFlag(FLAGS_output_dir);
-  if (!output_dir.empty()) fs::create_directories(output_dir);
+  // Results and drawings appear when the evaluation has finished (README, "Data policies").
+  std::unique_ptr<core::StagedDirectory> staged;
+  if (!output_dir.empty()) {
+    VISION_ASSIGN_OR_RETURN(staged, core::StagedDirectory::Create(output_dir));
+  }
   int drawn = 0;
   engine::EvaluationJob job;
   job.model = loaded.model.get();
@@ -80,7 +85,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   job.loader.pin_memory = loaded.device.is_cuda();
   job.device = loaded.device;
   job.collectives = collectives.get();
-  job.results_dir = output_dir;
+  if (staged != nullptr) job.results_dir = staged->path();
   if (config.evaluation().has_segmentation_inference()) {
     job.segmentation_inference = config.evaluation().segmentation_inference();
   }
@@ -89,11 +94,12 @@ absl::Status Run(const std::vector<std::string>& overrides) {
       const int max_images = absl::GetFlag(FLAGS_max_images);
       if (max_images >= 0 && drawn >= max_images) return absl::OkStatus();
       ++drawn;
-      return engine::WriteDrawing(output_dir, prediction, truth);
+      return engine::WriteDrawing(staged->path(), prediction, truth);
     };
   }
   using Metrics = std::map<std::string, double>;
   VISION_ASSIGN_OR_RETURN(Metrics metrics, engine::RunEvaluation(job));
+  if (staged != nullptr) VISION_RETURN_IF_ERROR(staged->Commit());
   if (collectives->rank() == 0) {
     std::printf("%s (step %lld) on %s:\n", checkpoint.c_str(),
                 static_cast<long long>(loaded.meta.step), dataset->Describe().c_str());

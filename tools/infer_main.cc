@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/atomic_output.h"
 #include "core/collectives.h"
 #include "core/config/loader.h"
 #include "core/pipeline_builder.h"
@@ -110,7 +111,9 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   }
   VISION_ASSIGN_OR_RETURN(engine::InferenceModel loaded,
                           engine::LoadModelForInference(config, absl::GetFlag(FLAGS_checkpoint), 0));
-  fs::create_directories(output_dir);
+  // Drawings and result files appear when every image is done (README, "Data policies").
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::StagedDirectory> staged,
+                          core::StagedDirectory::Create(output_dir));
   core::SingleProcess single;
   engine::EvaluationJob job;
   job.model = loaded.model.get();
@@ -128,10 +131,13 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   job.on_prediction = [&](const core::Sample& prediction, const core::Sample& input) {
     findings.Add(prediction);
     // The image has no ground truth: the evaluator only writes the prediction's result files.
-    if (evaluator != nullptr) VISION_RETURN_IF_ERROR(evaluator->WriteResult(prediction, input, output_dir));
-    return engine::WriteDrawing(output_dir, prediction, input);
+    if (evaluator != nullptr) {
+      VISION_RETURN_IF_ERROR(evaluator->WriteResult(prediction, input, staged->path()));
+    }
+    return engine::WriteDrawing(staged->path(), prediction, input);
   };
   VISION_RETURN_IF_ERROR(engine::RunEvaluation(job).status());
+  VISION_RETURN_IF_ERROR(staged->Commit());
   std::printf("%s\n  %s\nresults and drawings in %s\n", images->Describe().c_str(),
               findings.Describe().c_str(), output_dir.c_str());
   return absl::OkStatus();

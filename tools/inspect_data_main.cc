@@ -18,6 +18,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/atomic_output.h"
 #include "core/config/loader.h"
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
@@ -84,20 +85,23 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   VISION_ASSIGN_OR_RETURN(distributed::sampler::DistributedSampler sampler,
                           distributed::sampler::DistributedSampler::Create(so));
   const std::vector<int64_t> order = sampler.Indices(absl::GetFlag(FLAGS_epoch));
-  fs::create_directories(output_dir);
+  // The drawings appear together when all were written (README, "Data policies").
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::StagedDirectory> staged,
+                          core::StagedDirectory::Create(output_dir));
   const int n = std::min<int>(absl::GetFlag(FLAGS_num), static_cast<int>(order.size()));
   for (int i = 0; i < n; ++i) {
     VISION_ASSIGN_OR_RETURN(core::Sample sample,
                             data::LoadSample(*dataset, pointers, targets.get(), order[i],
                                              config.seed(), absl::GetFlag(FLAGS_epoch)));
     const std::string name = fs::path(sample.image_path).stem().string();
-    const std::string path =
-        (fs::path(output_dir) / absl::StrFormat("%03d_%s.png", i, name)).string();
+    const std::string file = absl::StrFormat("%03d_%s.png", i, name);
+    const std::string path = (fs::path(staged->path()) / file).string();
     if (!cv::imwrite(path, Draw(sample))) return absl::InternalError(absl::StrCat("cannot write ", path));
-    std::printf("%s: %zu texts, %zu objects, %zu targets\n", path.c_str(), sample.texts.size(),
+    std::printf("%s: %zu texts, %zu objects, %zu targets\n",
+                (fs::path(output_dir) / file).string().c_str(), sample.texts.size(),
                 sample.objects.size(), sample.targets.size());
   }
-  return absl::OkStatus();
+  return staged->Commit();
 }
 
 }  // namespace

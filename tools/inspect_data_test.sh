@@ -30,4 +30,19 @@ tools/inspect_data --config=testdata/configs/inspect_cityscapes.pbtxt --num=10 \
 [[ $(ls "${out}/cityscapes"/*.png | wc -l) -eq 3 ]]
 width=$(od -An -tu1 -j16 -N4 "$(ls "${out}/cityscapes"/*.png | head -n 1)" | awk '{print $1*16777216+$2*65536+$3*256+$4}')
 [[ "${width}" -eq 64 ]] || { echo "unexpected Cityscapes width ${width}"; exit 1; }
+
+# A run that fails half-way (the second image is a truncated JPEG) leaves nothing behind: no
+# output directory with the first drawing in it, and no partial directory beside it.
+partial='options { [type.googleapis.com/vision.data.datasets.ICDAR2015Options] { root: "testdata/icdar2015/bad/partial" image_dir: "images" gt_dir: "gt" } }'
+if tools/inspect_data --config=models/dbnet/configs/quickstart.pbtxt --num=2 --split=eval \
+    --output_dir="${out}/partial" --override="eval_data { dataset { ${partial} } }" \
+    >"${TEST_TMPDIR}/partial.log" 2>&1; then
+  echo "inspect_data succeeded on a truncated image"; cat "${TEST_TMPDIR}/partial.log"; exit 1
+fi
+grep -q "bad/partial/images/img_2.jpg: the JPEG file is truncated" "${TEST_TMPDIR}/partial.log" ||
+  { echo "no error naming the truncated image:"; cat "${TEST_TMPDIR}/partial.log"; exit 1; }
+[[ ! -e "${out}/partial" ]] || { echo "a failed run left ${out}/partial"; exit 1; }
+if ls -d "${out}"/partial.partial-* 2>/dev/null; then echo "a failed run left its partial directory"; exit 1; fi
+# Nothing partial beside the successful runs either.
+if ls -d "${out}"/*.partial-* 2>/dev/null; then echo "partial directories were left"; exit 1; fi
 echo "PASS"

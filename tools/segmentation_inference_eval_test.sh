@@ -19,9 +19,13 @@ metrics_of_eval() {
 grep -q '^mIoU=' "${TEST_TMPDIR}/train.metrics"
 [[ $(wc -l < "${TEST_TMPDIR}/train.metrics") -gt 20 ]]
 
-tools/eval --config="${config}" --checkpoint="${out}/checkpoint_3.pt" | tee "${TEST_TMPDIR}/eval.log"
+tools/eval --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
+  --output_dir="${TEST_TMPDIR}/eval_out" | tee "${TEST_TMPDIR}/eval.log"
 metrics_of_eval "${TEST_TMPDIR}/eval.log" > "${TEST_TMPDIR}/eval.metrics"
 diff "${TEST_TMPDIR}/train.metrics" "${TEST_TMPDIR}/eval.metrics"
+# Its drawings were moved into place when it finished, and nothing partial is left beside them.
+[[ $(find "${TEST_TMPDIR}/eval_out" -name '*.png' | wc -l) -ge 1 ]]
+if ls -d "${TEST_TMPDIR}"/*.partial-* 2>/dev/null; then echo "partial directories were left"; exit 1; fi
 
 # The same config without the option: the model's single-scale Predict, other metrics.
 sed '/segmentation_inference {/,/^  }/d' "${config}" > "${TEST_TMPDIR}/single_scale.pbtxt"

@@ -26,7 +26,7 @@ bool AllFinite(const core::Polygon& polygon) {
 
 }  // namespace
 
-// The metric takes self-intersecting polygons with the non-zero fill rule (see the header).
+// Only valid simple polygons reach the metric (rule 0), where the filled area is the area.
 double PolygonArea(const core::Polygon& polygon) { return core::FilledPolygonArea(polygon); }
 
 double IntersectionArea(const core::Polygon& a, const core::Polygon& b) {
@@ -55,6 +55,8 @@ void ICDAR2015HmeanEvaluator::Reset() {
   matched_ = 0;
   num_gt_care_ = 0;
   num_det_care_ = 0;
+  num_gt_invalid_ = 0;
+  num_det_invalid_ = 0;
 }
 
 absl::Status ICDAR2015HmeanEvaluator::Add(const core::Sample& prediction,
@@ -64,16 +66,24 @@ absl::Status ICDAR2015HmeanEvaluator::Add(const core::Sample& prediction,
                                                    "' was paired with the ground truth of '",
                                                    ground_truth.id, "'; pair them by sample"));
   }
-  const std::vector<core::TextInstance>& gts = ground_truth.texts;
-  const std::vector<core::TextInstance>& dets = prediction.texts;
-  for (const auto* texts : {&gts, &dets}) {
+  for (const auto* texts : {&ground_truth.texts, &prediction.texts}) {
     for (size_t i = 0; i < texts->size(); ++i) {
       if (!AllFinite((*texts)[i].polygon)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sample '", ground_truth.id, "': ", texts == &gts ? "ground truth" : "detection",
-            " text ", i, " has a non-finite coordinate"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("sample '", ground_truth.id,
+                         "': ", texts == &ground_truth.texts ? "ground truth" : "detection",
+                         " text ", i, " has a non-finite coordinate"));
       }
     }
+  }
+
+  // Rule 0: invalid polygons are dropped, as if they had not been given.
+  std::vector<core::TextInstance> gts, dets;
+  for (const core::TextInstance& text : ground_truth.texts) {
+    if (core::IsValidSimplePolygon(text.polygon)) gts.push_back(text);
+  }
+  for (const core::TextInstance& text : prediction.texts) {
+    if (core::IsValidSimplePolygon(text.polygon)) dets.push_back(text);
   }
 
   // Rule 1: detections mostly inside one don't-care region are excluded.
@@ -113,18 +123,22 @@ absl::Status ICDAR2015HmeanEvaluator::Add(const core::Sample& prediction,
   matched_ += matched;
   num_gt_care_ += gt_care;
   num_det_care_ += det_care;
+  num_gt_invalid_ += static_cast<int64_t>(ground_truth.texts.size() - gts.size());
+  num_det_invalid_ += static_cast<int64_t>(prediction.texts.size() - dets.size());
   return absl::OkStatus();
 }
 
 std::map<std::string, double> ICDAR2015HmeanEvaluator::Compute() const {
   const double recall =
       num_gt_care_ == 0 ? 0 : static_cast<double>(matched_) / static_cast<double>(num_gt_care_);
-  const double precision = num_det_care_ == 0 ? 0
-                                              : static_cast<double>(matched_) /
-                                                    static_cast<double>(num_det_care_);
-  const double hmean =
-      precision + recall == 0 ? 0 : 2 * precision * recall / (precision + recall);
-  return {{"precision", precision}, {"recall", recall}, {"hmean", hmean}};
+  const double precision =
+      num_det_care_ == 0 ? 0 : static_cast<double>(matched_) / static_cast<double>(num_det_care_);
+  const double hmean = precision + recall == 0 ? 0 : 2 * precision * recall / (precision + recall);
+  return {{"precision", precision},
+          {"recall", recall},
+          {"hmean", hmean},
+          {"invalid_gt_dropped", static_cast<double>(num_gt_invalid_)},
+          {"invalid_det_dropped", static_cast<double>(num_det_invalid_)}};
 }
 
 std::vector<double> ICDAR2015HmeanEvaluator::State() const {
@@ -132,25 +146,35 @@ std::vector<double> ICDAR2015HmeanEvaluator::State() const {
           static_cast<double>(num_det_care_)};
 }
 
+std::vector<double> ICDAR2015HmeanEvaluator::InvalidDropped() const {
+  return {static_cast<double>(num_gt_invalid_), static_cast<double>(num_det_invalid_)};
+}
+
 std::string ICDAR2015HmeanEvaluator::SerializeState() const {
-  return absl::StrCat(kStateTag, " ", matched_, " ", num_gt_care_, " ", num_det_care_);
+  return absl::StrCat(kStateTag, " ", matched_, " ", num_gt_care_, " ", num_det_care_, " ",
+                      num_gt_invalid_, " ", num_det_invalid_);
 }
 
 absl::Status ICDAR2015HmeanEvaluator::MergeState(const std::string& state) {
   const std::vector<std::string> fields = absl::StrSplit(state, ' ');
-  int64_t counts[3];
-  bool ok = fields.size() == 4 && fields[0] == kStateTag;
-  for (int i = 0; ok && i < 3; ++i) {
+  constexpr int kCounts = 5;
+  int64_t counts[kCounts];
+  bool ok = fields.size() == kCounts + 1 && fields[0] == kStateTag;
+  for (int i = 0; ok && i < kCounts; ++i) {
     ok = absl::SimpleAtoi(fields[i + 1], &counts[i]) && counts[i] >= 0;
   }
   if (!ok) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "ICDAR2015Hmean MergeState: expected another ICDAR2015Hmean evaluator's SerializeState() ('",
-        kStateTag, " <matched> <care gt> <care det>'), got '", state.substr(0, 80), "'"));
+        "ICDAR2015Hmean MergeState: expected another ICDAR2015Hmean evaluator's SerializeState() "
+        "('",
+        kStateTag, " <matched> <care gt> <care det> <dropped gt> <dropped det>'), got '",
+        state.substr(0, 80), "'"));
   }
   matched_ += counts[0];
   num_gt_care_ += counts[1];
   num_det_care_ += counts[2];
+  num_gt_invalid_ += counts[3];
+  num_det_invalid_ += counts[4];
   return absl::OkStatus();
 }
 
@@ -158,10 +182,11 @@ VISION_REGISTER_PLUGIN(core::EvaluatorRegistry, "ICDAR2015Hmean", ICDAR2015Hmean
                        ICDAR2015HmeanOptions);
 
 absl::Status ICDAR2015HmeanEvaluator::WriteResult(const core::Sample& prediction,
-                                                 const core::Sample& truth,
-                                                 const std::string& dir) const {
+                                                  const core::Sample& truth,
+                                                  const std::string& dir) const {
   const std::string stem = std::filesystem::path(truth.image_path).stem().string();
-  const std::string path = (std::filesystem::path(dir) / absl::StrCat("res_", stem, ".txt")).string();
+  const std::string path =
+      (std::filesystem::path(dir) / absl::StrCat("res_", stem, ".txt")).string();
   std::ofstream out(path);
   for (const core::TextInstance& t : prediction.texts) {
     std::vector<std::string> coords;

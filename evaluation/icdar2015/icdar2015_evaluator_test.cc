@@ -65,7 +65,8 @@ Result Evaluate(const core::Sample& det, const core::Sample& gt) {
 
 TEST(GeometryTest, AreasAndIoUAreExact) {
   EXPECT_DOUBLE_EQ(PolygonArea(Box(0, 0, 10, 10)), 100);
-  // A bow-tie counts its two triangles (non-zero fill), not the shoelace's 0.
+  // The helper fills a bow-tie's two triangles (non-zero fill), but no bow-tie reaches the
+  // metric: rule 0 drops it (InvalidPolygonsTest).
   EXPECT_DOUBLE_EQ(PolygonArea({{0, 0}, {10, 0}, {0, 10}, {10, 10}}), 50);
   // A 45-degree diamond inscribed in a square covers half of it.
   const core::Polygon diamond = {{5, 0}, {10, 5}, {5, 10}, {0, 5}};
@@ -89,8 +90,8 @@ TEST(ICDAR2015HmeanTest, PerfectMatch) {
 }
 
 TEST(ICDAR2015HmeanTest, OneMiss) {
-  const Result r = Evaluate(Texts({Box(0, 0, 10, 10)}),
-                            Texts({Box(0, 0, 10, 10), Box(20, 0, 10, 10)}));
+  const Result r =
+      Evaluate(Texts({Box(0, 0, 10, 10)}), Texts({Box(0, 0, 10, 10), Box(20, 0, 10, 10)}));
   EXPECT_EQ(r.precision, 1);
   EXPECT_EQ(r.recall, 0.5);
   EXPECT_DOUBLE_EQ(r.hmean, 2.0 / 3);
@@ -125,8 +126,8 @@ TEST(ICDAR2015HmeanTest, DontCareGroundTruthIsNeitherHitNorMiss) {
 }
 
 TEST(ICDAR2015HmeanTest, TwoDetectionsOnOneGroundTruthMatchOnce) {
-  const Result r = Evaluate(Texts({Box(0, 0, 10, 10), Box(0.5f, 0, 10, 10)}),
-                            Texts({Box(0, 0, 10, 10)}));
+  const Result r =
+      Evaluate(Texts({Box(0, 0, 10, 10), Box(0.5f, 0, 10, 10)}), Texts({Box(0, 0, 10, 10)}));
   EXPECT_EQ(r.state, (std::vector<double>{1, 1, 2}));
   EXPECT_EQ(r.precision, 0.5);
   EXPECT_EQ(r.recall, 1);
@@ -254,8 +255,8 @@ TEST(ICDAR2015HmeanTest, SerializedStateRoundTripsAndBadStatesAreRejected) {
   ASSERT_TRUE(other->MergeState(evaluator->SerializeState()).ok());
   ASSERT_TRUE(other->MergeState(evaluator->SerializeState()).ok());
   EXPECT_EQ(other->State(), (std::vector<double>{2, 2, 2}));
-  for (const std::string bad : {"", "ICDAR2015Hmean 1 2", "COCO 1 2 3", "ICDAR2015Hmean 1 x 3",
-                                "ICDAR2015Hmean 1 -2 3"}) {
+  for (const std::string bad : {"", "ICDAR2015Hmean 1 2", "ICDAR2015Hmean 1 2 3", "COCO 1 2 3",
+                                "ICDAR2015Hmean 1 x 3 0 0", "ICDAR2015Hmean 1 -2 3 0 0"}) {
     EXPECT_EQ(other->MergeState(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_EQ(other->State(), (std::vector<double>{2, 2, 2}));
@@ -275,6 +276,55 @@ TEST(ICDAR2015HmeanTest, RejectsNonFiniteCoordinates) {
   const absl::Status status =
       evaluator->Add(Texts({Box(0, 0, NAN, 1)}), Texts({Box(0, 0, 10, 10)}));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Rule 0, hand-computed: invalid polygons are removed before matching, as the reference
+// evaluators' `Polygon(points).is_valid and .is_simple` check does.
+const core::Polygon kBowTie = {{20, 0}, {30, 0}, {20, 10}, {30, 10}};  // crosses at (25, 5)
+
+TEST(InvalidPolygonsTest, BowTieGroundTruthLeavesRecallsDenominator) {
+  // Without rule 0 the bow-tie would be a missed word: recall 1/2.
+  const Result r = Evaluate(Texts({Box(0, 0, 10, 10)}), Texts({Box(0, 0, 10, 10), kBowTie}));
+  EXPECT_EQ(r.state, (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(r.recall, 1);
+  EXPECT_EQ(r.precision, 1);
+}
+
+TEST(InvalidPolygonsTest, ZeroAreaAndBowTieDetectionsAreNotDetections) {
+  const core::Polygon line = {{0, 50}, {10, 50}, {20, 50}, {5, 50}};
+  std::unique_ptr<ICDAR2015HmeanEvaluator> evaluator = Make();
+  ASSERT_TRUE(
+      evaluator->Add(Texts({Box(0, 0, 10, 10), line, kBowTie}), Texts({Box(0, 0, 10, 10)})).ok());
+  // Without rule 0: 3 care detections, precision 1/3.
+  EXPECT_EQ(evaluator->State(), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(evaluator->InvalidDropped(), (std::vector<double>{0, 2}));
+  const std::map<std::string, double> m = evaluator->Compute();
+  EXPECT_EQ(m.at("precision"), 1);
+  EXPECT_EQ(m.at("invalid_gt_dropped"), 0);
+  EXPECT_EQ(m.at("invalid_det_dropped"), 2);
+}
+
+TEST(InvalidPolygonsTest, DroppedDontCareGroundTruthExcludesNothing) {
+  // A detection filling the bow-tie's lower triangle (20, 0), (30, 0), (25, 5): were the
+  // bow-tie a don't-care region it would be excluded (covered 100%); dropped, it is a false
+  // positive. Precision 1/2, recall 1/1.
+  const core::Polygon in_lobe = {{21, 0.5f}, {29, 0.5f}, {25, 4}};
+  const Result r = Evaluate(Texts({Box(0, 0, 10, 10), in_lobe}),
+                            Texts({Box(0, 0, 10, 10), kBowTie}, {false, true}));
+  EXPECT_EQ(r.state, (std::vector<double>{1, 1, 2}));
+  EXPECT_EQ(r.precision, 0.5);
+  EXPECT_EQ(r.recall, 1);
+}
+
+TEST(InvalidPolygonsTest, DroppedCountsMergeAndReset) {
+  std::unique_ptr<ICDAR2015HmeanEvaluator> a = Make(), b = Make();
+  ASSERT_TRUE(a->Add(Texts({kBowTie}), Texts({kBowTie, Box(0, 0, 10, 10)})).ok());
+  ASSERT_TRUE(b->MergeState(a->SerializeState()).ok());
+  ASSERT_TRUE(b->MergeState(a->SerializeState()).ok());
+  EXPECT_EQ(b->InvalidDropped(), (std::vector<double>{2, 2}));
+  EXPECT_EQ(b->State(), (std::vector<double>{0, 2, 0}));
+  b->Reset();
+  EXPECT_EQ(b->InvalidDropped(), (std::vector<double>{0, 0}));
 }
 
 }  // namespace

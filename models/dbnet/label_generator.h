@@ -12,17 +12,31 @@
 // gt_shrink and thresh_mask are uint8): a quarter of the memory to initialise, collate and
 // copy to the device, where the loss converts them to float (dbnet.cc).
 //
-// Regions are rasterised by cv::fillPoly (boundary pixels included) at sub-pixel vertex
-// positions, i.e. vertices are rounded to the nearest pixel where the reference truncates.
-// As in MhLiao/DB, polygon coordinates are first clipped to the image, pixel (x, y) sits at
-// coordinates (x, y), and ignored polygons get no "gt" and no threshold target.
+// Regions are rasterised by cv::fillPoly with vertices in fixed point at 1/256 px
+// (kFixedPointShift = 8 fractional bits), boundary pixels included; the reference casts them to
+// int32 first, truncating each vertex to a whole pixel. As in MhLiao/DB, polygon coordinates
+// are first clamped to the image, pixel (x, y) sits at coordinates (x, y), and ignored polygons
+// get no "gt" and no threshold target.
 //
-// Two deliberate differences from the reference's Python, both exact where it approximates:
-//  - the distance is the true point-to-segment distance (the reference's cosine-rule formula
-//    measures to the infinite line in some places beyond a segment's end);
-//  - the dilated region is {inside the polygon} U {distance <= D}, the exact round-join
-//    dilation that pyclipper's JT_ROUND offset approximates with arcs (it is found in the same
-//    pass as the distances, which saves a Clipper call per polygon).
+// Which polygons are ignored: don't-care ones (TextInstance::ignore), those with a (shoelace)
+// area below 1 px^2 or a bounding-box side below min_text_size after clamping, and those the
+// shrink empties, as in the reference. The ICDAR2015 dataset hands over only valid simple
+// polygons (core::IsValidSimplePolygon; it repairs the others and counts them, README "Data
+// policies"), so for it the area test removes only what clamping to the image has flattened.
+//
+// Differences from the reference's Python:
+//  - the distance is the true point-to-segment distance. The reference's cosine-rule formula
+//    uses the distance to the segment's line where the angle A-P-B at the pixel P is obtuse
+//    and the distance to the nearer end otherwise, so a pixel that projects onto the segment
+//    but lies outside the circle on A-B as diameter (near an end, or far out) gets its
+//    distance to that end: an overestimate (unless another edge is nearer), so the
+//    reference's threshold map can be lower there;
+//  - thresh_mask is {inside the polygon} U {distance <= D}, the exact round-join dilation. The
+//    reference fills pyclipper's JT_ROUND offset polygon (arcs approximated by chords) with
+//    cv2.fillPoly after truncating its vertices to whole pixels; fillPoly also sets every
+//    pixel the outline passes through, so its mask reaches up to about a pixel beyond
+//    {distance <= D} on some sides and falls short on others (it is found in the same pass as
+//    the distances here, which saves a Clipper call per polygon).
 // Speed (see label_generation_benchmark): distances are computed only where a pixel can be
 // within D of an edge (a span per row of the polygon's dilated bounding box, from the edges
 // that reach that row), in vectorised row loops over a reused buffer (AVX2 where the CPU has

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <set>
 #include <system_error>
 #include <utility>
 
@@ -12,8 +13,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/image_io.h"
 #include "core/status_macros.h"
 #include "data/datasets/cityscapes/cityscapes_labels.h"
+#include "data/datasets/common/file_pairing.h"
 
 namespace vision::data::datasets::cityscapes {
 namespace {
@@ -129,14 +132,15 @@ std::string CityscapesDataset::LabelFileName(absl::string_view image_file_name, 
 
 CityscapesDataset::CityscapesDataset(std::string root, std::string split, std::string image_dir,
                                      std::string label_dir, LabelType label_type, int num_cities,
-                                     std::vector<Image> images)
+                                     std::vector<Image> images, std::string unpaired_warning)
     : root_(std::move(root)),
       split_(std::move(split)),
       image_dir_(std::move(image_dir)),
       label_dir_(std::move(label_dir)),
       label_type_(label_type),
       num_cities_(num_cities),
-      images_(std::move(images)) {}
+      images_(std::move(images)),
+      unpaired_warning_(std::move(unpaired_warning)) {}
 
 absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
     const CityscapesOptions& options) {
@@ -175,6 +179,14 @@ absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
                             std::error_code error;
                             return entry.is_directory(error);
                           }));
+  // Orphans (README, "Data policies"): label maps are paired with images city by city.
+  const std::string label_suffix = absl::StrCat("_gtFine_", LabelTypeName(label_type), ".png");
+  auto is_label_map = [&label_suffix](const fs::directory_entry& entry) {
+    std::error_code error;
+    return entry.is_regular_file(error) &&
+           absl::EndsWith(entry.path().filename().string(), label_suffix);
+  };
+  UnpairedFiles unpaired;
   std::vector<Image> images;
   int num_cities = 0;
   for (const std::string& city : cities) {
@@ -190,17 +202,54 @@ absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
     VISION_RETURN_IF_ERROR(
         CheckDirectory(city_label_dir, "label",
                        absl::StrCat("the labels of the images in '", city_image_dir, "'")));
-    ++num_cities;
-    for (std::string& name : names) images.push_back(Image{city, std::move(name)});
+    VISION_ASSIGN_OR_RETURN(const std::vector<std::string> label_names,
+                            SortedEntries(city_label_dir, is_label_map));
+    std::set<std::string> labels(label_names.begin(), label_names.end());
+    bool paired = false;
+    for (std::string& name : names) {
+      if (labels.erase(LabelFileName(name, label_type)) == 0) {
+        unpaired.images.push_back(absl::StrCat(city, "/", name));
+      } else {
+        images.push_back(Image{city, std::move(name)});
+        paired = true;
+      }
+    }
+    for (const std::string& label : labels) {
+      unpaired.annotations.push_back(absl::StrCat(city, "/", label));
+    }
+    num_cities += paired ? 1 : 0;
   }
-  if (images.empty()) {
+  if (images.empty() && unpaired.images.empty()) {
     return absl::NotFoundError(absl::StrCat("Cityscapes: no *", kImageSuffix,
                                             " images in the city directories of '", image_dir,
                                             "' (expected <city>/<city>_*", kImageSuffix, ")"));
   }
-  return std::unique_ptr<CityscapesDataset>(new CityscapesDataset(options.root(), options.split(),
-                                                                  image_dir, label_dir, label_type,
-                                                                  num_cities, std::move(images)));
+  // Label maps of cities that have no images.
+  VISION_ASSIGN_OR_RETURN(const std::vector<std::string> label_cities,
+                          SortedEntries(label_dir, [](const fs::directory_entry& entry) {
+                            std::error_code error;
+                            return entry.is_directory(error);
+                          }));
+  const std::set<std::string> image_cities(cities.begin(), cities.end());
+  for (const std::string& city : label_cities) {
+    if (image_cities.count(city) > 0) continue;
+    VISION_ASSIGN_OR_RETURN(const std::vector<std::string> label_names,
+                            SortedEntries((fs::path(label_dir) / city).string(), is_label_map));
+    for (const std::string& label : label_names) {
+      unpaired.annotations.push_back(absl::StrCat(city, "/", label));
+    }
+  }
+  std::string unpaired_warning;
+  VISION_RETURN_IF_ERROR(ApplyPairingPolicy(
+      "Cityscapes", unpaired, absl::StrCat("label map (*", label_suffix, ")"), image_dir, label_dir,
+      "CityscapesOptions.allow_unpaired_files", options.allow_unpaired_files(), &unpaired_warning));
+  if (images.empty()) {
+    return absl::NotFoundError(absl::StrCat("Cityscapes: no image in '", image_dir,
+                                            "' has its label map in '", label_dir, "'"));
+  }
+  return std::unique_ptr<CityscapesDataset>(
+      new CityscapesDataset(options.root(), options.split(), image_dir, label_dir, label_type,
+                            num_cities, std::move(images), std::move(unpaired_warning)));
 }
 
 absl::StatusOr<core::Sample> CityscapesDataset::Load(int64_t index) const {
@@ -220,22 +269,9 @@ absl::StatusOr<core::Sample> CityscapesDataset::Load(int64_t index) const {
     return absl::NotFoundError(
         absl::StrCat(label_path, ": missing label map for image ", sample.image_path));
   }
-  cv::Mat label_map;
-  try {
-    sample.image = cv::imread(sample.image_path, cv::IMREAD_COLOR);
-    if (!sample.image.empty()) label_map = cv::imread(label_path, cv::IMREAD_UNCHANGED);
-  } catch (const cv::Exception& e) {
-    return absl::DataLossError(absl::StrCat(sample.image.empty() ? sample.image_path : label_path,
-                                            ": could not decode the PNG: ", e.what()));
-  }
-  if (sample.image.empty()) {
-    return absl::DataLossError(absl::StrCat(
-        sample.image_path, ": could not decode the image (truncated, empty or not an image)"));
-  }
-  if (label_map.empty()) {
-    return absl::DataLossError(absl::StrCat(
-        label_path, ": could not decode the label map (truncated, empty or not an image)"));
-  }
+  VISION_ASSIGN_OR_RETURN(sample.image, core::ReadImage(sample.image_path));
+  VISION_ASSIGN_OR_RETURN(const cv::Mat label_map,
+                          core::ReadImage(label_path, cv::IMREAD_UNCHANGED, "label map"));
   sample.original_height = sample.image.rows;
   sample.original_width = sample.image.cols;
   if (label_map.size() != sample.image.size()) {
@@ -249,9 +285,12 @@ absl::StatusOr<core::Sample> CityscapesDataset::Load(int64_t index) const {
 }
 
 std::string CityscapesDataset::Describe() const {
-  return absl::StrCat("Cityscapes(root=", root_, ", split=", split_, ", images=", image_dir_,
-                      ", labels=", label_dir_, ", label_type=", LabelTypeName(label_type_),
-                      "): ", Size(), " samples in ", num_cities_, " cities");
+  std::string text =
+      absl::StrCat("Cityscapes(root=", root_, ", split=", split_, ", images=", image_dir_,
+                   ", labels=", label_dir_, ", label_type=", LabelTypeName(label_type_),
+                   "): ", Size(), " samples in ", num_cities_, " cities");
+  if (!unpaired_warning_.empty()) absl::StrAppend(&text, "; ", unpaired_warning_);
+  return text;
 }
 
 std::optional<core::DatasetMetadata> CityscapesDataset::Metadata() const {

@@ -38,7 +38,8 @@ class CityscapesDataset : public core::Dataset {
  public:
   // Lists the split's cities and their *_leftImg8bit.png images, both in sorted order, and checks
   // that every city has a label directory; a missing directory, or an image directory without
-  // images, is an error naming the expected path.
+  // images, is an error naming the expected path. Images and label maps must pair up (see
+  // allow_unpaired_files in cityscapes.proto).
   static absl::StatusOr<std::unique_ptr<CityscapesDataset>> Create(
       const CityscapesOptions& options);
 
@@ -63,7 +64,7 @@ class CityscapesDataset : public core::Dataset {
 
   CityscapesDataset(std::string root, std::string split, std::string image_dir,
                     std::string label_dir, LabelType label_type, int num_cities,
-                    std::vector<Image> images);
+                    std::vector<Image> images, std::string unpaired_warning);
 
   const std::string root_;
   const std::string split_;
@@ -73,6 +74,8 @@ class CityscapesDataset : public core::Dataset {
   const int num_cities_;
   // Sorted by city, then by file name.
   const std::vector<Image> images_;
+  // For Describe(): what was skipped while listing.
+  const std::string unpaired_warning_;
 };
 
 }  // namespace vision::data::datasets::cityscapes

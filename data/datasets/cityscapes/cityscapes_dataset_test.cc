@@ -242,23 +242,23 @@ TEST(CityscapesDatasetTest, MetadataIsTheTrainIdsWithTheirLabelIds) {
     const std::optional<core::DatasetMetadata> metadata = dataset->Metadata();
     ASSERT_TRUE(metadata.has_value());
     EXPECT_EQ(metadata->annotation_kind, core::AnnotationKind::kLabelMaps);
-    EXPECT_THAT(metadata->class_names,
-                ElementsAre("road", "sidewalk", "building", "wall", "fence", "pole",
-                            "traffic light", "traffic sign", "vegetation", "terrain", "sky",
-                            "person", "rider", "car", "truck", "bus", "train", "motorcycle",
-                            "bicycle"));
+    EXPECT_THAT(
+        metadata->class_names,
+        ElementsAre("road", "sidewalk", "building", "wall", "fence", "pole", "traffic light",
+                    "traffic sign", "vegetation", "terrain", "sky", "person", "rider", "car",
+                    "truck", "bus", "train", "motorcycle", "bicycle"));
     EXPECT_EQ(metadata->num_classes(), 19);
     // The label ids of train ids 0..18, from labels.py.
-    EXPECT_THAT(metadata->source_ids, ElementsAre(7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24,
-                                                  25, 26, 27, 28, 31, 32, 33));
+    EXPECT_THAT(metadata->source_ids, ElementsAre(7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24, 25,
+                                                  26, 27, 28, 31, 32, 33));
     EXPECT_EQ(metadata->source_id_name, "label id");
     EXPECT_EQ(metadata->ignore_label, 255);
     // labels.py's categories and colours of the same labels.
-    EXPECT_THAT(metadata->class_categories,
-                ElementsAre("flat", "flat", "construction", "construction", "construction",
-                            "object", "object", "object", "nature", "nature", "sky", "human",
-                            "human", "vehicle", "vehicle", "vehicle", "vehicle", "vehicle",
-                            "vehicle"));
+    EXPECT_THAT(
+        metadata->class_categories,
+        ElementsAre("flat", "flat", "construction", "construction", "construction", "object",
+                    "object", "object", "nature", "nature", "sky", "human", "human", "vehicle",
+                    "vehicle", "vehicle", "vehicle", "vehicle", "vehicle"));
     ASSERT_EQ(metadata->class_colours.size(), 19u);
     EXPECT_THAT(metadata->class_colours[0], ElementsAre(128, 64, 128));
     EXPECT_THAT(metadata->class_colours[18], ElementsAre(119, 11, 32));
@@ -341,10 +341,35 @@ TEST(CityscapesDatasetTest, MissingDirectoriesNameTheExpectedPath) {
   EXPECT_THAT(status.message(), HasSubstr("no *_leftImg8bit.png images"));
 }
 
+TEST(CityscapesDatasetTest, UnpairedFilesAreAnErrorNamingThem) {
+  // bad/ has an image without its label map and a label map without its image.
+  const absl::Status status = CityscapesDataset::Create(Options(kBadRoot)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      status.message(),
+      AllOf(HasSubstr("1 image in 'testdata/cityscapes/bad/leftImg8bit/train' has no label map "
+                      "(*_gtFine_labelIds.png) in 'testdata/cityscapes/bad/gtFine/train' "
+                      "(missing_label/missing_label_000000_000000_leftImg8bit.png)"),
+            HasSubstr("1 label map (*_gtFine_labelIds.png) file in "
+                      "'testdata/cityscapes/bad/gtFine/train' has no image in "
+                      "'testdata/cityscapes/bad/leftImg8bit/train' "
+                      "(wrong_size/wrong_size_000000_000001_gtFine_labelIds.png)"),
+            HasSubstr("CityscapesOptions.allow_unpaired_files: true")));
+}
+
+CityscapesOptions AllowUnpaired(CityscapesOptions options) {
+  options.set_allow_unpaired_files(true);
+  return options;
+}
+
 TEST(CityscapesDatasetTest, BadSamplesNameTheFileAndTheProblem) {
-  std::unique_ptr<CityscapesDataset> dataset = MakeDataset(Options(kBadRoot));
+  std::unique_ptr<CityscapesDataset> dataset = MakeDataset(AllowUnpaired(Options(kBadRoot)));
   ASSERT_NE(dataset, nullptr);
-  ASSERT_EQ(dataset->Size(), 6);
+  ASSERT_EQ(dataset->Size(), 5);
+  EXPECT_THAT(dataset->Describe(),
+              HasSubstr("5 samples in 5 cities; skipped 1 images without label map "
+                        "(*_gtFine_labelIds.png) and 1 label map (*_gtFine_labelIds.png) files "
+                        "without image"));
   const std::string images = "testdata/cityscapes/bad/leftImg8bit/train/";
   const std::string labels = "testdata/cityscapes/bad/gtFine/train/";
   struct Case {
@@ -352,12 +377,6 @@ TEST(CityscapesDatasetTest, BadSamplesNameTheFileAndTheProblem) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {absl::StatusCode::kNotFound,
-       labels +
-           "missing_label/missing_label_000000_000000_gtFine_labelIds.png: "
-           "missing label "
-           "map for image " +
-           images + "missing_label/missing_label_000000_000000_leftImg8bit.png"},
       {absl::StatusCode::kInvalidArgument,
        labels + "three_channel/three_channel_000000_000000_gtFine_labelIds.png: the "
                 "label map "
@@ -386,7 +405,7 @@ TEST(CityscapesDatasetTest, BadSamplesNameTheFileAndTheProblem) {
     EXPECT_EQ(status.code(), cases[i].code) << status;
     EXPECT_THAT(status.message(), HasSubstr(cases[i].expected));
   }
-  EXPECT_EQ(dataset->Load(6).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(dataset->Load(5).status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(dataset->Load(-1).status().code(), absl::StatusCode::kOutOfRange);
 }
 

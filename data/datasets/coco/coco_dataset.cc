@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/image_io.h"
 #include "core/status_macros.h"
 
 namespace vision::data::datasets::coco {
@@ -67,6 +68,15 @@ absl::StatusOr<std::unique_ptr<CocoDataset>> CocoDataset::Create(const CocoOptio
       json_path, absl::StrCat("from CocoOptions.annotation_file '", options.annotation_file(),
                               "' under root '", options.root(), "'")));
   VISION_ASSIGN_OR_RETURN(CocoIndex index, OpenCocoIndex(json_path, CacheOptions(options)));
+  // A file without "annotations" (like COCO's image_info_test2017.json) lists images only:
+  // read as such only when the options say so.
+  if (!index.has_annotations() && options.require_annotations()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        json_path,
+        ": the key \"annotations\" is missing, so no image has labels; training and evaluation "
+        "need them (is this an image-info file like image_info_test2017.json?). Set "
+        "CocoOptions.require_annotations: false to read its images without labels"));
+  }
 
   std::vector<std::string> class_names;
   std::vector<int64_t> category_ids;
@@ -129,16 +139,13 @@ absl::StatusOr<core::Sample> CocoDataset::Load(int64_t index) const {
   if (!fs::exists(sample.image_path, error)) {
     return absl::NotFoundError(absl::StrCat(sample.image_path, ": missing image (", source, ")"));
   }
-  try {
-    sample.image = cv::imread(sample.image_path, cv::IMREAD_COLOR);
-  } catch (const cv::Exception& e) {
-    return absl::DataLossError(
-        absl::StrCat(sample.image_path, ": could not decode the image (", source, "): ", e.what()));
+  // Checks the file's structure first: a truncated JPEG or PNG is an error naming the file.
+  absl::StatusOr<cv::Mat> decoded = core::ReadImage(sample.image_path);
+  if (!decoded.ok()) {
+    return absl::Status(decoded.status().code(),
+                        absl::StrCat(decoded.status().message(), " (", source, ")"));
   }
-  if (sample.image.empty()) {
-    return absl::DataLossError(absl::StrCat(sample.image_path, ": could not decode the image (",
-                                            source, "; truncated, empty or not an image)"));
-  }
+  sample.image = *std::move(decoded);
   if (sample.image.cols != image.width || sample.image.rows != image.height) {
     return absl::InvalidArgumentError(absl::StrCat(
         sample.image_path, ": the image is ", sample.image.cols, "x", sample.image.rows, " but ",

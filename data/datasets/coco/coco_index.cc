@@ -329,6 +329,7 @@ class JsonParser {
     VISION_RETURN_IF_ERROR(FinishImages());
     if (arrays_.images.empty()) return InFile("", Invalid("\"images\" is empty"));
     // A file without "annotations" (like COCO's image_info_test2017.json) lists images only.
+    arrays_.has_annotations = has_annotations;
     if (!has_annotations) return absl::OkStatus();
 
     // Pass 2: the annotations, now that every image and category is known.
@@ -1034,6 +1035,8 @@ struct CacheHeader {
   char magic[8];
   uint32_t format_version;
   uint32_t num_sections;
+  uint32_t has_annotations;  // since format version 2
+  uint32_t reserved;
   uint64_t file_size;
   uint64_t source_size;
   int64_t source_mtime_ns;
@@ -1132,6 +1135,7 @@ CocoIndex CocoIndex::FromArrays(CocoIndexArrays arrays) {
   index.coords_ = owned->coords;
   index.rle_counts_ = owned->rle_counts;
   index.names_ = owned->names;
+  index.has_annotations_ = owned->has_annotations;
   index.storage_ = std::move(owned);
   return index;
 }
@@ -1208,6 +1212,7 @@ absl::StatusOr<CocoIndex> CocoIndex::MapCache(const std::string& cache_path,
   index.coords_ = span_of(static_cast<float*>(nullptr), kCoords);
   index.rle_counts_ = span_of(static_cast<uint32_t*>(nullptr), kRleCounts);
   index.names_ = absl::string_view(base + header.offset[kNames], header.bytes[kNames]);
+  index.has_annotations_ = header.has_annotations != 0;
 
   // Bounds of every index into another section, so that a damaged file cannot make Load()
   // read outside the mapping. (Values inside the sections, coordinates say, are not checked.)
@@ -1312,6 +1317,7 @@ absl::Status WriteCocoCache(const CocoIndexArrays& arrays, const CocoSourceKey& 
   std::memcpy(header.magic, kMagic, sizeof(kMagic));
   header.format_version = kCocoIndexFormatVersion;
   header.num_sections = kNumSections;
+  header.has_annotations = arrays.has_annotations ? 1 : 0;
   header.source_size = key.size;
   header.source_mtime_ns = key.mtime_ns;
   header.source_hash = key.content_hash;

@@ -62,7 +62,7 @@ inline constexpr double kMaxOutsideFraction = 0.5;
 
 // Bump on any change of the records, the sections or the reading rules: older caches are
 // then rebuilt.
-inline constexpr uint32_t kCocoIndexFormatVersion = 1;
+inline constexpr uint32_t kCocoIndexFormatVersion = 2;
 
 struct CocoCategoryRecord {
   int64_t id;
@@ -110,6 +110,9 @@ struct CocoIndexArrays {
   std::vector<float> coords;
   std::vector<uint32_t> rle_counts;
   std::string names;
+  // False for a file without an "annotations" key (an image-info file such as
+  // image_info_test2017.json), as opposed to one whose annotation list is empty.
+  bool has_annotations = true;
 };
 
 // Identifies the source file a cache was built from.
@@ -137,6 +140,8 @@ class CocoIndex {
   absl::Span<const uint64_t> polygon_offsets() const { return polygon_offsets_; }
   absl::Span<const float> coords() const { return coords_; }
   absl::Span<const uint32_t> rle_counts() const { return rle_counts_; }
+  // Whether the file has an "annotations" key (see CocoIndexArrays::has_annotations).
+  bool has_annotations() const { return has_annotations_; }
   absl::string_view Name(const CocoCategoryRecord& category) const {
     return names_.substr(category.name_begin, category.name_size);
   }
@@ -172,6 +177,7 @@ class CocoIndex {
   absl::Span<const float> coords_;
   absl::Span<const uint32_t> rle_counts_;
   absl::string_view names_;
+  bool has_annotations_ = true;
   std::string cache_path_;
   std::string report_;
 

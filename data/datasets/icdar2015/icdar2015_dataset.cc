@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -15,11 +17,15 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/image_io.h"
 #include "core/polygon.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
+#include "data/datasets/common/file_pairing.h"
 
 namespace vision::data::datasets::icdar2015 {
 namespace {
@@ -82,8 +88,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return contents.str();
 }
 
-// Parses one non-empty line; errors are prefixed by the caller with file and line.
-absl::StatusOr<core::TextInstance> ParseLine(absl::string_view line, cv::Size image_size) {
+enum class Repair { kNone, kConvexHull, kDontCare };
+
+// Parses one non-empty line; errors are prefixed by the caller with file and line. *repair
+// says what was changed to make the polygon valid (see the header).
+absl::StatusOr<core::TextInstance> ParseLine(absl::string_view line, cv::Size image_size,
+                                             Repair* repair) {
+  *repair = Repair::kNone;
   // The transcription is everything after the eighth comma, commas included.
   std::vector<absl::string_view> fields =
       absl::StrSplit(line, absl::MaxSplits(',', kNumCoordinates));
@@ -113,6 +124,28 @@ absl::StatusOr<core::TextInstance> ParseLine(absl::string_view line, cv::Size im
         "the polygon has only ", distinct.size(),
         " distinct point(s); a text region needs at least 3 (in '", Excerpt(line), "')"));
   }
+  const absl::string_view transcription = fields[kNumCoordinates];
+  size_t bad = 0;
+  if (!IsValidUtf8(transcription, &bad)) {
+    const size_t column = line.size() - transcription.size() + bad + 1;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the transcription is not valid UTF-8 (byte 0x%02X at column %d); ICDAR2015 ground "
+        "truth is UTF-8: convert the file (e.g. iconv -f <its encoding> -t UTF-8)",
+        static_cast<unsigned char>(transcription[bad]), column));
+  }
+  // Invalid polygons are repaired before clamping, so that Create's count (made without the
+  // image's size) is the count of what Load changes.
+  bool degenerate = false;
+  if (!core::IsValidSimplePolygon(instance.polygon)) {
+    core::Polygon hull = core::ConvexHull(instance.polygon);
+    if (core::IsValidSimplePolygon(hull)) {
+      instance.polygon = std::move(hull);
+      *repair = Repair::kConvexHull;
+    } else {
+      degenerate = true;
+      *repair = Repair::kDontCare;
+    }
+  }
   if (!image_size.empty()) {
     const float max_x = static_cast<float>(image_size.width - 1);
     const float max_y = static_cast<float>(image_size.height - 1);
@@ -129,19 +162,80 @@ absl::StatusOr<core::TextInstance> ParseLine(absl::string_view line, cv::Size im
       p.y = std::clamp(p.y, 0.0f, max_y);
     }
   }
-  instance.transcription = std::string(fields[kNumCoordinates]);
+  instance.transcription = std::string(transcription);
   // A word lying wholly off the image clamps to a line along the border: nothing of it is
   // visible, so it may be neither required nor learned.
-  instance.ignore = instance.transcription == kDontCare ||
+  instance.ignore = instance.transcription == kDontCare || degenerate ||
                     (!image_size.empty() && core::PolygonArea(instance.polygon) < 1.0);
   return instance;
 }
 
 }  // namespace
 
+bool IsValidUtf8(absl::string_view text, size_t* bad_offset) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = bytes[i];
+    size_t length;
+    uint32_t code_point;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      length = 2;
+      code_point = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      length = 3;
+      code_point = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      length = 4;
+      code_point = c & 0x07;
+    } else {
+      *bad_offset = i;
+      return false;
+    }
+    if (i + length > n) {
+      *bad_offset = i;
+      return false;
+    }
+    for (size_t k = 1; k < length; ++k) {
+      if ((bytes[i + k] & 0xC0) != 0x80) {
+        *bad_offset = i;
+        return false;
+      }
+      code_point = (code_point << 6) | (bytes[i + k] & 0x3F);
+    }
+    constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code_point < kMinForLength[length] || code_point > 0x10FFFF ||
+        (code_point >= 0xD800 && code_point <= 0xDFFF)) {
+      *bad_offset = i;
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+std::string GroundTruthRepairs::Describe() const {
+  if (total() == 0) return "";
+  std::vector<std::string> parts;
+  if (hull_repaired > 0) {
+    parts.push_back(absl::StrCat(hull_repaired, " self-intersecting polygon",
+                                 hull_repaired == 1 ? "" : "s", " replaced by the convex hull"));
+  }
+  if (degenerate_ignored > 0) {
+    parts.push_back(absl::StrCat(degenerate_ignored, " zero-area polygon",
+                                 degenerate_ignored == 1 ? "" : "s", " made don't-care"));
+  }
+  return absl::StrCat(absl::StrJoin(parts, ", "), " (first: ", first, ")");
+}
+
 absl::StatusOr<std::vector<core::TextInstance>> ParseIcdarGroundTruth(absl::string_view text,
                                                                       absl::string_view file_name,
-                                                                      cv::Size image_size) {
+                                                                      cv::Size image_size,
+                                                                      GroundTruthRepairs* repairs) {
   absl::ConsumePrefix(&text, kUtf8ByteOrderMark);
   std::vector<core::TextInstance> instances;
   int line_number = 0;
@@ -149,9 +243,14 @@ absl::StatusOr<std::vector<core::TextInstance>> ParseIcdarGroundTruth(absl::stri
     ++line_number;
     absl::ConsumeSuffix(&line, "\r");
     if (absl::StripAsciiWhitespace(line).empty()) continue;
-    VISION_ASSIGN_OR_RETURN(
-        core::TextInstance instance,
-        core::WithContext(absl::StrCat(file_name, ":", line_number), ParseLine(line, image_size)));
+    const std::string where = absl::StrCat(file_name, ":", line_number);
+    Repair repair;
+    VISION_ASSIGN_OR_RETURN(core::TextInstance instance,
+                            core::WithContext(where, ParseLine(line, image_size, &repair)));
+    if (repairs != nullptr && repair != Repair::kNone) {
+      ++(repair == Repair::kConvexHull ? repairs->hull_repaired : repairs->degenerate_ignored);
+      if (repairs->first.empty()) repairs->first = where;
+    }
     instances.push_back(std::move(instance));
   }
   return instances;
@@ -197,12 +296,15 @@ std::string ICDAR2015Dataset::GroundTruthFileName(absl::string_view image_file_n
 }
 
 ICDAR2015Dataset::ICDAR2015Dataset(std::string root, std::string split, std::string image_dir,
-                                   std::string gt_dir, std::vector<std::string> image_names)
+                                   std::string gt_dir, std::vector<std::string> image_names,
+                                   std::string unpaired_warning, GroundTruthRepairs repairs)
     : root_(std::move(root)),
       split_(std::move(split)),
       image_dir_(std::move(image_dir)),
       gt_dir_(std::move(gt_dir)),
-      image_names_(std::move(image_names)) {}
+      image_names_(std::move(image_names)),
+      unpaired_warning_(std::move(unpaired_warning)),
+      repairs_(std::move(repairs)) {}
 
 absl::StatusOr<std::unique_ptr<ICDAR2015Dataset>> ICDAR2015Dataset::Create(
     const ICDAR2015Options& options) {
@@ -250,8 +352,55 @@ absl::StatusOr<std::unique_ptr<ICDAR2015Dataset>> ICDAR2015Dataset::Create(
   }
   std::sort(image_names.begin(), image_names.end(),
             [](const std::string& a, const std::string& b) { return NaturalLess(a, b); });
-  return std::unique_ptr<ICDAR2015Dataset>(new ICDAR2015Dataset(
-      options.root(), options.split(), image_dir, gt_dir, std::move(image_names)));
+
+  // Orphans (README, "Data policies"): every image needs its ground truth and every
+  // ground-truth file its image.
+  std::set<std::string> gt_names;
+  for (fs::directory_iterator it(gt_dir, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_regular_file(error) &&
+        absl::AsciiStrToLower(it->path().extension().string()) == ".txt") {
+      gt_names.insert(it->path().filename().string());
+    }
+  }
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("ICDAR2015: cannot list '", gt_dir, "': ", error.message()));
+  }
+  UnpairedFiles unpaired;
+  std::vector<std::string> paired;
+  for (std::string& name : image_names) {
+    if (gt_names.erase(GroundTruthFileName(name)) == 0) {
+      unpaired.images.push_back(std::move(name));
+    } else {
+      paired.push_back(std::move(name));
+    }
+  }
+  unpaired.annotations.assign(gt_names.begin(), gt_names.end());
+  std::sort(unpaired.annotations.begin(), unpaired.annotations.end(),
+            [](const std::string& a, const std::string& b) { return NaturalLess(a, b); });
+  std::string unpaired_warning;
+  VISION_RETURN_IF_ERROR(ApplyPairingPolicy(
+      "ICDAR2015", unpaired, "ground-truth (gt_<image>.txt)", image_dir, gt_dir,
+      "ICDAR2015Options.allow_unpaired_files", options.allow_unpaired_files(), &unpaired_warning));
+  if (paired.empty()) {
+    return absl::NotFoundError(absl::StrCat("ICDAR2015: no image in '", image_dir,
+                                            "' has its ground truth in '", gt_dir, "'"));
+  }
+
+  // What the polygon policy will change, counted once for the summary.
+  GroundTruthRepairs repairs;
+  for (const std::string& name : paired) {
+    const std::string gt_path = (fs::path(gt_dir) / GroundTruthFileName(name)).string();
+    absl::StatusOr<std::string> text = ReadFile(gt_path);
+    if (text.ok()) ParseIcdarGroundTruth(*text, gt_path, cv::Size(), &repairs).IgnoreError();
+  }
+  if (repairs.total() > 0) {
+    std::fprintf(stderr, "warning: ICDAR2015 '%s': %s\n", gt_dir.c_str(),
+                 repairs.Describe().c_str());
+  }
+  return std::unique_ptr<ICDAR2015Dataset>(
+      new ICDAR2015Dataset(options.root(), options.split(), image_dir, gt_dir, std::move(paired),
+                           std::move(unpaired_warning), std::move(repairs)));
 }
 
 absl::StatusOr<core::Sample> ICDAR2015Dataset::Load(int64_t index) const {
@@ -270,16 +419,7 @@ absl::StatusOr<core::Sample> ICDAR2015Dataset::Load(int64_t index) const {
     return absl::NotFoundError(
         absl::StrCat(gt_path, ": missing ground truth for image ", sample.image_path));
   }
-  try {
-    sample.image = cv::imread(sample.image_path, cv::IMREAD_COLOR);
-  } catch (const cv::Exception& e) {
-    return absl::DataLossError(
-        absl::StrCat(sample.image_path, ": could not decode the image: ", e.what()));
-  }
-  if (sample.image.empty()) {
-    return absl::DataLossError(absl::StrCat(
-        sample.image_path, ": could not decode the image (truncated, empty or not an image)"));
-  }
+  VISION_ASSIGN_OR_RETURN(sample.image, core::ReadImage(sample.image_path));
   sample.original_height = sample.image.rows;
   sample.original_width = sample.image.cols;
 
@@ -289,8 +429,12 @@ absl::StatusOr<core::Sample> ICDAR2015Dataset::Load(int64_t index) const {
 }
 
 std::string ICDAR2015Dataset::Describe() const {
-  return absl::StrCat("ICDAR2015(root=", root_, ", split=", split_, ", images=", image_dir_,
-                      ", gt=", gt_dir_, "): ", Size(), " samples");
+  std::string text =
+      absl::StrCat("ICDAR2015(root=", root_, ", split=", split_, ", images=", image_dir_,
+                   ", gt=", gt_dir_, "): ", Size(), " samples");
+  if (!unpaired_warning_.empty()) absl::StrAppend(&text, "; ", unpaired_warning_);
+  if (repairs_.total() > 0) absl::StrAppend(&text, "; ", repairs_.Describe());
+  return text;
 }
 
 std::optional<core::DatasetMetadata> ICDAR2015Dataset::Metadata() const {

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "core/dataset.h"
+#include "core/polygon.h"
 #include "data/datasets/icdar2015/icdar2015.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/any.pb.h"
@@ -49,10 +50,10 @@ ICDAR2015Options BadOptions(const std::string& which) {
 
 TEST(ParseIcdarGroundTruthTest, ParsesCoordinatesTranscriptionAndIgnore) {
   absl::StatusOr<std::vector<core::TextInstance>> texts =
-      ParseIcdarGroundTruth("1,2,3,4,5,6,7,8,Hi\n10,20,30,20,30,40,10,40,###\n", "a.txt");
+      ParseIcdarGroundTruth("1,2,7,2,7,8,1,8,Hi\n10,20,30,20,30,40,10,40,###\n", "a.txt");
   ASSERT_TRUE(texts.ok()) << texts.status();
   ASSERT_EQ(texts->size(), 2u);
-  EXPECT_THAT(Flatten((*texts)[0].polygon), ElementsAre(1, 2, 3, 4, 5, 6, 7, 8));
+  EXPECT_THAT(Flatten((*texts)[0].polygon), ElementsAre(1, 2, 7, 2, 7, 8, 1, 8));
   EXPECT_EQ((*texts)[0].transcription, "Hi");
   EXPECT_FALSE((*texts)[0].ignore);
   EXPECT_EQ((*texts)[1].transcription, "###");
@@ -277,16 +278,98 @@ TEST(ICDAR2015DatasetTest, MissingDirectoriesNameTheExpectedPath) {
   EXPECT_THAT(status.message(), HasSubstr("no images"));
 }
 
-TEST(ICDAR2015DatasetTest, MissingGroundTruthFile) {
-  std::unique_ptr<ICDAR2015Dataset> dataset = MakeDataset(BadOptions("missing_gt"));
-  ASSERT_NE(dataset, nullptr);
-  absl::Status status = dataset->Load(0).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+TEST(ICDAR2015DatasetTest, UnpairedFilesAreAnErrorNamingThem) {
+  // An image without ground truth and a ground-truth file without image.
+  absl::Status status = ICDAR2015Dataset::Create(BadOptions("missing_gt")).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(),
-              AllOf(HasSubstr("testdata/icdar2015/bad/missing_gt/gt/gt_img_1.txt"),
-                    HasSubstr("missing ground truth for image "
-                              "testdata/icdar2015/bad/missing_gt/images/img_1.jpg")));
-  EXPECT_EQ(dataset->Load(1).status().code(), absl::StatusCode::kOutOfRange);
+              AllOf(HasSubstr("1 image in 'testdata/icdar2015/bad/missing_gt/images' has no "
+                              "ground-truth (gt_<image>.txt) in "
+                              "'testdata/icdar2015/bad/missing_gt/gt' (img_1.jpg)"),
+                    HasSubstr("has no image in 'testdata/icdar2015/bad/missing_gt/images' "
+                              "(gt_img_2.txt)"),
+                    HasSubstr("ICDAR2015Options.allow_unpaired_files: true")));
+
+  status = ICDAR2015Dataset::Create(BadOptions("orphans")).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("(img_2.jpg)"), HasSubstr("(gt_img_9.txt)")));
+}
+
+TEST(ICDAR2015DatasetTest, AllowedUnpairedFilesAreSkippedAndCounted) {
+  ICDAR2015Options options = BadOptions("orphans");
+  options.set_allow_unpaired_files(true);
+  std::unique_ptr<ICDAR2015Dataset> dataset = MakeDataset(options);
+  ASSERT_NE(dataset, nullptr);
+  ASSERT_EQ(dataset->Size(), 1);
+  EXPECT_THAT(dataset->Describe(),
+              HasSubstr("1 samples; skipped 1 images without ground-truth (gt_<image>.txt) and 1 "
+                        "ground-truth (gt_<image>.txt) files without image"));
+  absl::StatusOr<core::Sample> sample = dataset->Load(0);
+  ASSERT_TRUE(sample.ok()) << sample.status();
+  EXPECT_EQ(sample->id, "img_1.jpg");
+
+  // With nothing paired there is no dataset.
+  options = BadOptions("missing_gt");
+  options.set_allow_unpaired_files(true);
+  EXPECT_EQ(ICDAR2015Dataset::Create(options).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ICDAR2015DatasetTest, InvalidPolygonsAreRepairedAndCounted) {
+  std::unique_ptr<ICDAR2015Dataset> dataset = MakeDataset(BadOptions("invalid_polygons"));
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_THAT(dataset->Describe(),
+              HasSubstr("1 samples; 1 self-intersecting polygon replaced by the convex hull, 1 "
+                        "zero-area polygon made don't-care (first: "
+                        "testdata/icdar2015/bad/invalid_polygons/gt/gt_img_1.txt:2)"));
+  absl::StatusOr<core::Sample> sample = dataset->Load(0);
+  ASSERT_TRUE(sample.ok()) << sample.status();
+  ASSERT_EQ(sample->texts.size(), 3u);
+  EXPECT_FALSE(sample->texts[0].ignore);
+  // The bow-tie (40,2) (60,2) (40,20) (60,20) is its hull, the 20 x 18 box, and stays a word.
+  EXPECT_FALSE(sample->texts[1].ignore);
+  EXPECT_EQ(sample->texts[1].transcription, "bowtie");
+  EXPECT_TRUE(core::IsValidSimplePolygon(sample->texts[1].polygon));
+  EXPECT_DOUBLE_EQ(core::PolygonArea(sample->texts[1].polygon), 360);
+  // The flat line cannot be repaired: don't-care, and counted above.
+  EXPECT_TRUE(sample->texts[2].ignore);
+}
+
+TEST(ICDAR2015DatasetTest, ParseCountsRepairs) {
+  GroundTruthRepairs repairs;
+  absl::StatusOr<std::vector<core::TextInstance>> texts =
+      ParseIcdarGroundTruth("0,0,10,0,0,10,10,10,a\n0,0,10,0,10,10,0,10,b\n5,5,6,6,7,7,8,8,c\n",
+                            "f.txt", cv::Size(), &repairs);
+  ASSERT_TRUE(texts.ok()) << texts.status();
+  EXPECT_EQ(repairs.hull_repaired, 1);
+  EXPECT_EQ(repairs.degenerate_ignored, 1);
+  EXPECT_EQ(repairs.first, "f.txt:1");
+  EXPECT_THAT(Flatten((*texts)[1].polygon), ElementsAre(0, 0, 10, 0, 10, 10, 0, 10));
+  EXPECT_EQ(GroundTruthRepairs().Describe(), "");
+}
+
+TEST(ICDAR2015DatasetTest, TranscriptionsMustBeUtf8) {
+  std::unique_ptr<ICDAR2015Dataset> dataset = MakeDataset(BadOptions("not_utf8"));
+  ASSERT_NE(dataset, nullptr);
+  const absl::Status status = dataset->Load(0).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("testdata/icdar2015/bad/not_utf8/gt/gt_img_1.txt:2: the "
+                              "transcription is not valid UTF-8 (byte 0xE9 at column 26)"),
+                    HasSubstr("iconv")));
+}
+
+TEST(ICDAR2015DatasetTest, Utf8Validation) {
+  size_t bad = 0;
+  EXPECT_TRUE(IsValidUtf8("", &bad));
+  EXPECT_TRUE(IsValidUtf8("caf\xC3\xA9 \xE4\xB8\xAD \xF0\x9F\x98\x80", &bad));
+  EXPECT_FALSE(IsValidUtf8("caf\xE9", &bad));
+  EXPECT_EQ(bad, 3u);
+  EXPECT_FALSE(IsValidUtf8("a\xC3", &bad));  // cut short
+  EXPECT_EQ(bad, 1u);
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF", &bad));          // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80", &bad));      // a surrogate
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80", &bad));  // above U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\x80", &bad));
 }
 
 TEST(ICDAR2015DatasetTest, UndecodableImage) {
@@ -297,6 +380,16 @@ TEST(ICDAR2015DatasetTest, UndecodableImage) {
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("testdata/icdar2015/bad/undecodable/images/img_1.jpg"),
                     HasSubstr("could not decode")));
+
+  // The first 750 of its 904 bytes (its scan starts at byte 609): OpenCV would decode it with a
+  // grey lower part.
+  dataset = MakeDataset(BadOptions("truncated"));
+  ASSERT_NE(dataset, nullptr);
+  status = dataset->Load(0).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("testdata/icdar2015/bad/truncated/images/img_1.jpg: the "
+                                          "JPEG file is truncated: its 750 bytes end inside the "
+                                          "compressed data of scan 1"));
 }
 
 TEST(ICDAR2015DatasetTest, BadGroundTruthLinesNameFileAndLine) {

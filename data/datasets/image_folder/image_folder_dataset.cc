@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/image_io.h"
 
 namespace vision::data::datasets::image_folder {
 namespace {
@@ -31,11 +32,13 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Create(
     paths.push_back(where);
   } else if (fs::is_directory(where, ec)) {
     for (const auto& entry : fs::directory_iterator(where, ec)) {
-      if (entry.is_regular_file(ec) && IsImage(entry.path())) paths.push_back(entry.path().string());
+      if (entry.is_regular_file(ec) && IsImage(entry.path()))
+        paths.push_back(entry.path().string());
     }
     std::sort(paths.begin(), paths.end());
     if (paths.empty()) {
-      return absl::NotFoundError(absl::StrCat("path: no .jpg, .jpeg or .png files in '", where, "'"));
+      return absl::NotFoundError(
+          absl::StrCat("path: no .jpg, .jpeg or .png files in '", where, "'"));
     }
   } else {
     return absl::NotFoundError(absl::StrCat("path: '", where, "' is neither a file nor a folder"));
@@ -47,8 +50,9 @@ absl::StatusOr<core::Sample> ImageFolderDataset::Load(int64_t index) const {
   core::Sample s;
   s.image_path = paths_[index];
   s.id = fs::path(s.image_path).stem().string();
-  s.image = cv::imread(s.image_path, cv::IMREAD_COLOR);
-  if (s.image.empty()) return absl::DataLossError(absl::StrCat(s.image_path, ": not a decodable image"));
+  absl::StatusOr<cv::Mat> image = core::ReadImage(s.image_path);
+  if (!image.ok()) return image.status();
+  s.image = *std::move(image);
   s.original_height = s.image.rows;
   s.original_width = s.image.cols;
   return s;
@@ -58,6 +62,7 @@ std::string ImageFolderDataset::Describe() const {
   return absl::StrCat("ImageFolder ", root_, ": ", paths_.size(), " images");
 }
 
-VISION_REGISTER_PLUGIN(core::DatasetRegistry, "ImageFolder", ImageFolderDataset, ImageFolderOptions);
+VISION_REGISTER_PLUGIN(core::DatasetRegistry, "ImageFolder", ImageFolderDataset,
+                       ImageFolderOptions);
 
 }  // namespace vision::data::datasets::image_folder

@@ -2,6 +2,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -51,7 +55,16 @@ TEST(ImageFolderDatasetTest, BadPathsAreNamed) {
   std::ofstream(broken + "/x.jpg") << "not a jpeg";
   auto dataset = Open(broken);
   ASSERT_TRUE(dataset.ok()) << dataset.status();
-  EXPECT_THAT((*dataset)->Load(0).status().message(), HasSubstr("x.jpg: not a decodable image"));
+  EXPECT_THAT((*dataset)->Load(0).status().message(),
+              HasSubstr("x.jpg: could not decode the image"));
+  // A JPEG cut short is a bad image too, not one with a grey lower part.
+  std::vector<uchar> jpeg;
+  ASSERT_TRUE(cv::imencode(".jpg", cv::Mat(64, 64, CV_8UC3, cv::Scalar(10, 200, 30)), jpeg));
+  std::ofstream(broken + "/x.jpg", std::ios::binary)
+      .write(reinterpret_cast<const char*>(jpeg.data()),
+             static_cast<std::streamsize>(jpeg.size() / 2));
+  EXPECT_THAT((*dataset)->Load(0).status().message(),
+              HasSubstr("x.jpg: the JPEG file is truncated"));
 }
 
 }  // namespace

@@ -1,0 +1,43 @@
+// The data policy on orphans (README, "Data policies"), shared by the datasets whose images and
+// annotations are separate files: a dataset whose files do not pair up is an error naming the
+// unpaired files, unless its options allow unpaired files, in which case they are skipped with
+// a warning giving their number and the first names.
+#ifndef VISION_DATA_DATASETS_COMMON_FILE_PAIRING_H_
+#define VISION_DATA_DATASETS_COMMON_FILE_PAIRING_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace vision::data::datasets {
+
+// How many names a message lists before "and N more".
+inline constexpr int kMaxNamedFiles = 5;
+
+struct UnpairedFiles {
+  // Images without their annotation file, and annotation files without their image: paths
+  // relative to the listed directory ("aachen/aachen_000000_000019_leftImg8bit.png").
+  std::vector<std::string> images;
+  std::vector<std::string> annotations;
+  bool empty() const { return images.empty() && annotations.empty(); }
+};
+
+// "3 images in '<image_dir>' have no <annotation> in '<annotation_dir>' (img_3.jpg, ...); 1
+// <annotation> in ... has no image in ... (gt_img_9.txt)". Empty when everything pairs up.
+std::string DescribeUnpaired(const UnpairedFiles& unpaired, absl::string_view annotation,
+                             absl::string_view image_dir, absl::string_view annotation_dir);
+
+// The policy. `format` prefixes the message ("ICDAR2015"), `allow_option` names the option
+// that allows unpaired files ("ICDAR2015Options.allow_unpaired_files"). Returns
+// FailedPrecondition naming the files unless `allow`; with `allow`, writes the same text as a
+// warning to stderr, sets *warning to a short summary for Describe() and returns OK.
+absl::Status ApplyPairingPolicy(absl::string_view format, const UnpairedFiles& unpaired,
+                                absl::string_view annotation, absl::string_view image_dir,
+                                absl::string_view annotation_dir, absl::string_view allow_option,
+                                bool allow, std::string* warning);
+
+}  // namespace vision::data::datasets
+
+#endif  // VISION_DATA_DATASETS_COMMON_FILE_PAIRING_H_
