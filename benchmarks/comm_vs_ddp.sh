@@ -17,8 +17,8 @@ for arg in "$@"; do
     --repeats=*) repeats="${arg#*=}" ;;
   esac
 done
-ours=$(mktemp) peer=$(mktemp)
-trap 'rm -f "${ours}" "${peer}"' EXIT
+ours=$(mktemp) peer=$(mktemp) shm=$(mktemp)
+trap 'rm -f "${ours}" "${peer}" "${shm}"' EXIT
 "$(bazel info -c opt bazel-bin)/distributed/strategies/comm_benchmark" \
   --steps="${steps}" --repeats="${repeats}" --bucket_cap_mb=1 --threads=1 | tee "${ours}"
 "${peer_python}" benchmarks/ddp_peer.py --steps="${steps}" --repeats="${repeats}" \
@@ -51,4 +51,28 @@ if collectives > 0:
     print(f"share of the collectives' time hidden behind backward: ours (bucketed) "
           f"{max(0.0, 1 - (bucketed - none) / collectives) * 100:.0f}%, PyTorch DDP "
           f"{max(0.0, 1 - ddp_overhead / collectives) * 100:.0f}%")
+PY
+
+# The same buckets through the shared-memory backend (distributed/shm): its step against DDP's
+# and the share of its collectives hidden behind backward ("none" is the Gloo run's).
+"$(bazel info -c opt bazel-bin)/distributed/strategies/comm_benchmark" --backend=shm \
+  --configs=collectives,bucketed --steps="${steps}" --repeats="${repeats}" --bucket_cap_mb=1 \
+  --threads=1 | tee "${shm}"
+"${peer_python}" - "${ours}" "${peer}" "${shm}" <<'PY'
+import re, statistics, sys
+def medians(path):
+    runs = {}
+    for line in open(path):
+        m = re.match(r"(\S+)\s+world (\d) +([\d.]+) ms/step", line)
+        if m:
+            runs.setdefault((m.group(1), int(m.group(2))), []).append(float(m.group(3)))
+    return {k: statistics.median(v) for k, v in runs.items()}
+ours, peer, shm = (medians(p) for p in sys.argv[1:4])
+none, ddp = ours[("none", 2)], peer[("ddp", 2)]
+step, collectives = shm[("bucketed", 2)], shm[("collectives", 2)]
+print(f"\nworld 2 bucketed over shm: {step:.1f} ms/step, {step / ddp:.2f} x DDP ({ddp:.1f} ms), "
+      f"{step / ours[('bucketed', 2)]:.2f} x bucketed over Gloo")
+print(f"collectives alone: shm {collectives:.1f} ms/step, Gloo {ours[('collectives', 2)]:.1f} "
+      f"(Gloo/shm {ours[('collectives', 2)] / collectives:.2f}); share hidden behind backward "
+      f"over shm {max(0.0, 1 - (step - none) / collectives) * 100:.0f}%")
 PY

@@ -64,9 +64,7 @@ int64_t DefaultSlotBytes(int local_world_size) {
                              int64_t{4} << 20);
 }
 
-bool Reached(uint32_t value, uint32_t target) {
-  return static_cast<int32_t>(value - target) >= 0;
-}
+bool Reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
 
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected) {
   timespec slice{0, kFutexSliceNs};
@@ -144,8 +142,8 @@ class ShmBackend : public c10d::Backend {
   absl::Status Setup(c10d::Store& store, c10::intrusive_ptr<c10d::Backend> cross) {
     cross_ = std::move(cross);
     if (local_world_size_ > 1) {
-      slot_bytes_ = options_.slot_bytes > 0 ? options_.slot_bytes
-                                            : DefaultSlotBytes(local_world_size_);
+      slot_bytes_ =
+          options_.slot_bytes > 0 ? options_.slot_bytes : DefaultSlotBytes(local_world_size_);
       slot_bytes_ = slot_bytes_ / kShareAlignBytes * kShareAlignBytes;
       mapped_bytes_ = kDataOffset + 2 * local_world_size_ * slot_bytes_;
       absl::Status status = local_rank_ == 0 ? CreateSegment(store) : OpenSegment(store);
@@ -195,9 +193,9 @@ class ShmBackend : public c10d::Backend {
                                                  const c10d::AllgatherOptions& opts) override {
     return gloo_->_allgather_base(output, input, opts);
   }
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
-      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-      const c10d::AllgatherOptions& opts) override {
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override {
     return gloo_->allgather_coalesced(outputs, inputs, opts);
   }
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
@@ -235,16 +233,13 @@ class ShmBackend : public c10d::Backend {
                                           const c10d::AllToAllOptions& opts) override {
     return gloo_->alltoall(outputs, inputs, opts);
   }
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
-                                      int tag) override {
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     return gloo_->send(tensors, dst, tag);
   }
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
-                                      int tag) override {
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
     return gloo_->recv(tensors, src, tag);
   }
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
-                                               int tag) override {
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
     return gloo_->recvAnysource(tensors, tag);
   }
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
@@ -263,15 +258,14 @@ class ShmBackend : public c10d::Backend {
 
  private:
   static bool IsSummable(at::ScalarType type) {
-    return type == at::kFloat || type == at::kDouble || type == at::kHalf ||
-           type == at::kBFloat16;
+    return type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kBFloat16;
   }
 
   bool Eligible(const std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) const {
     if (tensors.size() != 1 || opts.reduceOp != c10d::ReduceOp::SUM) return false;
     const at::Tensor& t = tensors[0];
-    if (!t.defined() || !t.device().is_cpu() || t.layout() != at::kStrided ||
-        !t.is_contiguous() || !IsSummable(t.scalar_type())) {
+    if (!t.defined() || !t.device().is_cpu() || t.layout() != at::kStrided || !t.is_contiguous() ||
+        !IsSummable(t.scalar_type())) {
       return false;
     }
     // With one rank per node only half and bfloat16 need this backend (summed in float);
@@ -285,20 +279,20 @@ class ShmBackend : public c10d::Backend {
   }
 
   std::string SpaceError(int64_t available) const {
-    return absl::StrCat(
-        "shm backend on ", Where(), ": shared memory too small: need ",
-        (mapped_bytes_ + (1 << 20) - 1) >> 20, " MB in ", kShmDirectory, ", have ",
-        available >> 20, " MB free. Enlarge it (Docker: --shm-size=1g; Kubernetes: an emptyDir "
-        "with medium Memory at /dev/shm) or use backend GLOO");
+    return absl::StrCat("shm backend on ", Where(), ": shared memory too small: need ",
+                        (mapped_bytes_ + (1 << 20) - 1) >> 20, " MB in ", kShmDirectory, ", have ",
+                        available >> 20,
+                        " MB free. Enlarge it (Docker: --shm-size=1g; Kubernetes: an emptyDir "
+                        "with medium Memory at /dev/shm) or use backend GLOO");
   }
 
   absl::Status CreateSegment(c10d::Store& store) {
     const std::string name = SegmentName(options_.master_port, options_.restart_count, node_);
     struct statvfs fs {};
     if (statvfs(kShmDirectory, &fs) != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shm backend on ", Where(), ": ", kShmDirectory, " is not usable (",
-          Errno("statvfs"), "); mount a tmpfs there or use backend GLOO"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shm backend on ", Where(), ": ", kShmDirectory, " is not usable (",
+                       Errno("statvfs"), "); mount a tmpfs there or use backend GLOO"));
     }
     const int64_t available = static_cast<int64_t>(fs.f_bavail) * fs.f_frsize;
     if (available < mapped_bytes_) return absl::ResourceExhaustedError(SpaceError(available));
@@ -309,15 +303,22 @@ class ShmBackend : public c10d::Backend {
       fd_ = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     }
     if (fd_ < 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shm backend on ", Where(), ": cannot create ", kShmDirectory, name, " (",
-          Errno("shm_open"), ")"));
+      return absl::FailedPreconditionError(absl::StrCat("shm backend on ", Where(),
+                                                        ": cannot create ", kShmDirectory, name,
+                                                        " (", Errno("shm_open"), ")"));
     }
     absl::Status status = InitSegment(name, available);
     if (status.ok()) status = Publish(store);
     // Whatever happened, no name stays behind: the mappings keep the memory alive.
     shm_unlink(name.c_str());
-    return status;
+    if (!status.ok()) return status;
+    try {
+      store.set(Key("unlinked"), std::string("1"));
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("shm backend on ", Where(), ": rendezvous store: ", e.what()));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status InitSegment(const std::string& name, int64_t available) {
@@ -361,9 +362,11 @@ class ShmBackend : public c10d::Backend {
       for (int r = 1; r < local_world_size_; ++r) keys.push_back(Key(absl::StrCat("opened/", r)));
       store.wait(keys, options_.timeout);
     } catch (const std::exception& e) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "shm backend on ", Where(), ": not every local rank opened the shared-memory segment "
-          "within ", options_.timeout.count(), " ms: ", e.what()));
+      return absl::DeadlineExceededError(
+          absl::StrCat("shm backend on ", Where(),
+                       ": not every local rank opened the shared-memory segment "
+                       "within ",
+                       options_.timeout.count(), " ms: ", e.what()));
     }
     return absl::OkStatus();
   }
@@ -383,10 +386,11 @@ class ShmBackend : public c10d::Backend {
     }
     fd_ = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
     if (fd_ < 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shm backend on ", Where(), ": cannot open ", kShmDirectory, name, " (",
-          Errno("shm_open"), "); all local ranks of a node must share /dev/shm (same host, same "
-          "IPC namespace)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shm backend on ", Where(), ": cannot open ", kShmDirectory, name, " (",
+                       Errno("shm_open"),
+                       "); all local ranks of a node must share /dev/shm (same host, same "
+                       "IPC namespace)"));
     }
     struct stat info {};
     if (fstat(fd_, &info) != 0 || info.st_size != mapped_bytes_ || !Map() ||
@@ -403,6 +407,8 @@ class ShmBackend : public c10d::Backend {
     }
     try {
       store.set(Key(absl::StrCat("opened/", local_rank_)), std::string("1"));
+      // Return only once the name is gone: from then on no rank's death can leave a file.
+      store.wait({Key("unlinked")}, options_.timeout);
     } catch (const std::exception& e) {
       return absl::UnavailableError(
           absl::StrCat("shm backend on ", Where(), ": rendezvous store: ", e.what()));
@@ -534,15 +540,15 @@ class ShmBackend : public c10d::Backend {
       if (Reached(word.load(std::memory_order_acquire), target)) return;
       const int global = node_ * local_world_size_ + r;
       if (!IsAlive(fd_, r)) {
-        throw std::runtime_error(absl::StrCat(
-            "shm all-reduce on ", Where(), ": local rank ", r, " (rank ", global,
-            ") exited in the middle of a collective; see its log"));
+        throw std::runtime_error(
+            absl::StrCat("shm all-reduce on ", Where(), ": local rank ", r, " (rank ", global,
+                         ") exited in the middle of a collective; see its log"));
       }
       if (std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error(absl::StrCat(
-            "shm all-reduce on ", Where(), ": local rank ", r, " (rank ", global,
-            ") did not arrive within ", options_.timeout.count(),
-            " ms (stalled, or issuing different collectives)"));
+        throw std::runtime_error(absl::StrCat("shm all-reduce on ", Where(), ": local rank ", r,
+                                              " (rank ", global, ") did not arrive within ",
+                                              options_.timeout.count(),
+                                              " ms (stalled, or issuing different collectives)"));
       }
     }
   }
@@ -579,23 +585,23 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> CreateShmBackend(
     c10::intrusive_ptr<c10d::Backend> gloo, const GlooFactory& make_gloo) {
   const int local = options.local_world_size > 0 ? options.local_world_size : options.world_size;
   if (local > kMaxLocalRanks || options.world_size % local != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shm backend: ", local, " ranks per node for a world of ", options.world_size,
-        ": every node must run the same number of ranks (at most ", kMaxLocalRanks,
-        "); check LOCAL_WORLD_SIZE and WORLD_SIZE or use backend GLOO"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm backend: ", local, " ranks per node for a world of ", options.world_size,
+                     ": every node must run the same number of ranks (at most ", kMaxLocalRanks,
+                     "); check LOCAL_WORLD_SIZE and WORLD_SIZE or use backend GLOO"));
   }
   auto backend = c10::make_intrusive<ShmBackend>(options, local, std::move(gloo));
   const int nodes = options.world_size / local;
   c10::intrusive_ptr<c10d::Backend> cross;
   if (nodes > 1 && local > 1) {
     try {
-      cross = make_gloo(absl::StrCat("shm/", options.restart_count, "/cross/",
-                                     options.rank % local),
-                        options.rank / local, nodes);
+      cross =
+          make_gloo(absl::StrCat("shm/", options.restart_count, "/cross/", options.rank % local),
+                    options.rank / local, nodes);
     } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("shm backend on rank ", options.rank,
-                                              ": creating the cross-node Gloo group failed: ",
-                                              e.what()));
+      return absl::InternalError(
+          absl::StrCat("shm backend on rank ", options.rank,
+                       ": creating the cross-node Gloo group failed: ", e.what()));
     }
   }
   absl::Status status = backend->Setup(*store, std::move(cross));

@@ -58,8 +58,8 @@ struct ShmBackendOptions {
 };
 
 // Makes a Gloo backend over `store` keys under `prefix` for `size` ranks (this one is `rank`).
-using GlooFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
-    const std::string& prefix, int rank, int size)>;
+using GlooFactory =
+    std::function<c10::intrusive_ptr<c10d::Backend>(const std::string& prefix, int rank, int size)>;
 
 // Collective over `store` (every rank of the job must call it): sets up the node's segment and,
 // with several nodes, the cross-node Gloo group of this local rank. `gloo` carries every

@@ -2,6 +2,7 @@
 #include "distributed/shm/shm_backend.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <dirent.h>
 
 #include <chrono>
@@ -58,9 +59,9 @@ std::vector<std::string> SegmentFiles(int port) {
 
 absl::Status ExpectEqual(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
   if (got.scalar_type() == want.scalar_type() && at::equal(got, want)) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(
-      what, ": not bit-identical, max difference ",
-      (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>()));
+  return absl::InternalError(
+      absl::StrCat(what, ": not bit-identical, max difference ",
+                   (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>()));
 }
 
 // Sizes around the 4 MiB chunk of two ranks and the 64-byte share alignment.
@@ -78,8 +79,8 @@ TEST(ShmBackendTest, TwoRanksAreBitIdenticalToGloo) {
     VISION_ASSIGN_OR_RETURN(auto gloo, Group("gloo", rank, 2, gloo_port));
     VISION_ASSIGN_OR_RETURN(auto shm, Group("shm", rank, 2, shm_port));
     if (!SegmentFiles(shm_port).empty()) {
-      return absl::InternalError(absl::StrCat("segment still named in /dev/shm: ",
-                                              SegmentFiles(shm_port)[0]));
+      return absl::InternalError(
+          absl::StrCat("segment still named in /dev/shm: ", SegmentFiles(shm_port)[0]));
     }
     for (at::ScalarType type : {at::kFloat, at::kDouble, at::kHalf}) {
       for (int64_t numel : kSizes) {
@@ -210,7 +211,7 @@ TEST(ShmBackendTest, TooSmallSharedMemoryFailsClearly) {
       });
   EXPECT_EQ(statuses[0].code(), absl::StatusCode::kResourceExhausted) << statuses[0];
   EXPECT_THAT(std::string(statuses[0].message()),
-              HasSubstr("shared memory too small: need 16777216 MB in /dev/shm"));
+              HasSubstr("shared memory too small: need 16777217 MB in /dev/shm, have "));
   EXPECT_THAT(std::string(statuses[0].message()), HasSubstr("or use backend GLOO"));
   EXPECT_EQ(statuses[1].code(), absl::StatusCode::kDeadlineExceeded) << statuses[1];
   EXPECT_THAT(std::string(statuses[1].message()),
