@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <climits>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -26,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "distributed/shm/segment_name.h"
 
@@ -34,6 +36,8 @@ namespace {
 
 constexpr uint64_t kMagic = 0x316d68732d736976;  // "vis-shm1"
 constexpr int kMaxLocalRanks = 256;
+// Slot sets: chunk c uses set c % kSets (see AllReduce).
+constexpr int kSets = 3;
 // Each rank's share of a chunk starts on a 64-byte boundary (16 floats): no two ranks write
 // the same cache line.
 constexpr int64_t kShareAlignBytes = 64;
@@ -58,10 +62,12 @@ struct Header {
 
 constexpr int64_t kDataOffset = (sizeof(Header) + 4095) / 4096 * 4096;
 
-// At most 32 MiB per node (Docker's default /dev/shm is 64 MiB), at most 4 MiB per slot.
+// Slots small enough that a node's slots (6 MiB up to 8 local ranks) stay in the last-level
+// cache between a rank writing them and its peers reading them: the chunks then move at cache
+// speed, and only the tensors themselves cross the memory bus.
 int64_t DefaultSlotBytes(int local_world_size) {
-  return std::clamp<int64_t>((int64_t{32} << 20) / (2 * local_world_size), int64_t{256} << 10,
-                             int64_t{4} << 20);
+  return std::clamp<int64_t>((int64_t{2} << 20) / local_world_size, int64_t{64} << 10,
+                             int64_t{1} << 20);
 }
 
 bool Reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
@@ -145,7 +151,7 @@ class ShmBackend : public c10d::Backend {
       slot_bytes_ =
           options_.slot_bytes > 0 ? options_.slot_bytes : DefaultSlotBytes(local_world_size_);
       slot_bytes_ = slot_bytes_ / kShareAlignBytes * kShareAlignBytes;
-      mapped_bytes_ = kDataOffset + 2 * local_world_size_ * slot_bytes_;
+      mapped_bytes_ = kDataOffset + kSets * local_world_size_ * slot_bytes_;
       absl::Status status = local_rank_ == 0 ? CreateSegment(store) : OpenSegment(store);
       if (!status.ok()) return status;
     }
@@ -464,15 +470,28 @@ class ShmBackend : public c10d::Backend {
       tensor.copy_(wide);
       return;
     }
+    // Chunk c lives in slot set c % kSets. One barrier per chunk: the barrier after chunk c's
+    // reduction is also the one before chunk c + 1's, since every rank copies chunk c + 1 in
+    // before arriving. A set is rewritten three chunks later, when every rank has passed the
+    // barrier that follows its copy-out of the chunk before.
     const int64_t element = tensor.element_size();
     const int64_t total = tensor.numel();
     const int64_t chunk = slot_bytes_ / element;
+    const int64_t chunks = (total + chunk - 1) / chunk;
     char* data = static_cast<char*>(tensor.data_ptr());
-    for (int64_t offset = 0; offset < total; offset += chunk) {
+    const uint64_t first = round_;
+    round_ += chunks;
+    auto copy_in = [&](int64_t c) {
+      const int64_t offset = c * chunk;
+      std::memcpy(Slot(static_cast<int>((first + c) % kSets), local_rank_), data + offset * element,
+                  std::min(chunk, total - offset) * element);
+    };
+    copy_in(0);
+    Barrier();
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t offset = c * chunk;
       const int64_t count = std::min(chunk, total - offset);
-      const int set = static_cast<int>(round_++ & 1);
-      std::memcpy(Slot(set, local_rank_), data + offset * element, count * element);
-      Barrier();
+      const int set = static_cast<int>((first + c) % kSets);
       // This rank's share of the chunk, cache-line aligned.
       const int64_t align = kShareAlignBytes / element;
       const int64_t share = (count + local_world_size_ - 1) / local_world_size_;
@@ -480,6 +499,7 @@ class ShmBackend : public c10d::Backend {
       const int64_t begin = std::min(count, local_rank_ * per);
       const int64_t end = std::min(count, begin + per);
       if (end > begin) ReduceShare(set, tensor.scalar_type(), begin, end);
+      if (c + 1 < chunks) copy_in(c + 1);
       Barrier();
       std::memcpy(data + offset * element, Slot(set, 0), count * element);
     }
@@ -568,7 +588,7 @@ class ShmBackend : public c10d::Backend {
 
   // Used by the worker thread only.
   uint32_t sequence_ = 0;
-  uint64_t round_ = 0;
+  uint64_t round_ = 0;  // Chunks reduced so far.
   std::string failure_;
 
   std::mutex mutex_;
@@ -590,7 +610,16 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> CreateShmBackend(
                      ": every node must run the same number of ranks (at most ", kMaxLocalRanks,
                      "); check LOCAL_WORLD_SIZE and WORLD_SIZE or use backend GLOO"));
   }
-  auto backend = c10::make_intrusive<ShmBackend>(options, local, std::move(gloo));
+  ShmBackendOptions resolved = options;
+  if (const char* kb = std::getenv(kSlotKbVariable); resolved.slot_bytes <= 0 && kb != nullptr) {
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(kb, &value) || value < 1 || value > (int64_t{1} << 30)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kSlotKbVariable, "='", kb, "' is not a slot size in KiB (1 or more)"));
+    }
+    resolved.slot_bytes = value << 10;
+  }
+  auto backend = c10::make_intrusive<ShmBackend>(resolved, local, std::move(gloo));
   const int nodes = options.world_size / local;
   c10::intrusive_ptr<c10d::Backend> cross;
   if (nodes > 1 && local > 1) {

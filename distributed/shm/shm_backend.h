@@ -5,10 +5,12 @@
 // Within a node (local ranks 0..L-1 share a segment) each all-reduce is cut into chunks. Per
 // chunk every rank copies its data into its own slot, all meet at a barrier, each rank sums one
 // L-th of the chunk over all slots in local-rank order (a reduce-scatter, the L ranks working in
-// parallel) into slot 0, and after a second barrier every rank copies the whole result back (an
-// all-gather). Slots are double-buffered, so two barriers per chunk suffice. With several nodes
-// each local rank all-reduces its summed part with the same local rank of the other nodes
-// through a Gloo group of its own (one per local rank) before the second barrier.
+// parallel) into slot 0, and after the next barrier every rank copies the whole result back (an
+// all-gather). Three sets of slots let one barrier per chunk serve both purposes (chunk c + 1 is
+// copied in before the barrier that ends chunk c's reduction). Chunks are small (1 MiB for two
+// ranks) so the slots stay in the last-level cache. With several nodes each local rank
+// all-reduces its summed part with the same local rank of the other nodes through a Gloo group
+// of its own (one per local rank) before that barrier.
 //
 // Results are bit-identical on every rank. The sum is taken in a fixed order: on one node,
 // ((x0 + x1) + x2) + ...; with two ranks that is exactly Gloo's x0 + x1. Half and bfloat16 are
@@ -52,10 +54,14 @@ struct ShmBackendOptions {
   int master_port = 0;
   int restart_count = 0;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  // Bytes of one rank's slot (the chunk size); the segment holds 2 slots per local rank. 0: at
-  // most 4 MiB per slot and 32 MiB per node, so a node fits Docker's default 64 MiB /dev/shm.
+  // Bytes of one rank's slot (the chunk size); the segment holds 3 slots per local rank. 0:
+  // VISION_SHM_SLOT_KB if set, else 2 MiB / local ranks (at most 1 MiB, at least 64 KiB): a
+  // 6 MiB segment up to 8 local ranks, far below Docker's default 64 MiB /dev/shm.
   int64_t slot_bytes = 0;
 };
+
+// Overrides the default slot size (in KiB) when ShmBackendOptions::slot_bytes is 0.
+inline constexpr char kSlotKbVariable[] = "VISION_SHM_SLOT_KB";
 
 // Makes a Gloo backend over `store` keys under `prefix` for `size` ranks (this one is `rank`).
 using GlooFactory =

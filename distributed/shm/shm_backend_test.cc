@@ -64,8 +64,8 @@ absl::Status ExpectEqual(const at::Tensor& got, const at::Tensor& want, const st
                    (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>()));
 }
 
-// Sizes around the 4 MiB chunk of two ranks and the 64-byte share alignment.
-const std::vector<int64_t> kSizes = {1, 17, 1000, (int64_t{4} << 20) / 4 + 3, 3'000'001};
+// Sizes around the 1 MiB chunk of two ranks and the 64-byte share alignment.
+const std::vector<int64_t> kSizes = {1, 17, 1000, (int64_t{1} << 20) / 4 + 3, 3'000'001};
 
 void ExpectAllOk(const std::vector<absl::Status>& statuses) {
   for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
@@ -211,7 +211,7 @@ TEST(ShmBackendTest, TooSmallSharedMemoryFailsClearly) {
       });
   EXPECT_EQ(statuses[0].code(), absl::StatusCode::kResourceExhausted) << statuses[0];
   EXPECT_THAT(std::string(statuses[0].message()),
-              HasSubstr("shared memory too small: need 16777217 MB in /dev/shm, have "));
+              HasSubstr("shared memory too small: need 25165825 MB in /dev/shm, have "));
   EXPECT_THAT(std::string(statuses[0].message()), HasSubstr("or use backend GLOO"));
   EXPECT_EQ(statuses[1].code(), absl::StatusCode::kDeadlineExceeded) << statuses[1];
   EXPECT_THAT(std::string(statuses[1].message()),
