@@ -74,5 +74,5 @@ print(f"\nworld 2 bucketed over shm: {step:.1f} ms/step, {step / ddp:.2f} x DDP 
       f"{step / ours[('bucketed', 2)]:.2f} x bucketed over Gloo")
 print(f"collectives alone: shm {collectives:.1f} ms/step, Gloo {ours[('collectives', 2)]:.1f} "
       f"(Gloo/shm {ours[('collectives', 2)] / collectives:.2f}); share hidden behind backward "
-      f"over shm {max(0.0, 1 - (step - none) / collectives) * 100:.0f}%")
+      f"over shm {min(1.0, max(0.0, 1 - (step - none) / collectives)) * 100:.0f}%")
 PY

@@ -25,16 +25,16 @@ namespace {
 using process_group::RunRanks;
 using ::testing::HasSubstr;
 
-absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> Group(const std::string& backend, int rank,
-                                                             int world, int port,
-                                                             int local_world_size = 0) {
+absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> Group(
+    const std::string& backend, int rank, int world, int port, int local_world_size = 0,
+    std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   process_group::ProcessGroupOptions options;
   options.rank = rank;
   options.world_size = world;
   options.master_port = port;
   options.backend = backend;
   options.local_world_size = local_world_size;
-  options.timeout = std::chrono::seconds(30);
+  options.timeout = timeout;
   return process_group::CreateProcessGroup(options);
 }
 
@@ -186,6 +186,30 @@ TEST(ShmBackendTest, PeerThatExitedIsNamedWithoutWaitingForTheTimeout) {
   EXPECT_EQ(statuses[0].code(), absl::StatusCode::kUnavailable) << statuses[0];
   EXPECT_THAT(std::string(statuses[0].message()),
               HasSubstr("local rank 1 (rank 1) exited in the middle of a collective"));
+}
+
+TEST(ShmBackendTest, StalledPeerIsNamedAfterTheTimeout) {
+  const int port = process_group::PickFreePort();
+  const std::vector<absl::Status> statuses =
+      RunRanks(2, absl::Seconds(25), [&](int rank) -> absl::Status {
+        VISION_ASSIGN_OR_RETURN(auto group,
+                                Group("shm", rank, 2, port, 0, std::chrono::seconds(2)));
+        // Rank 1 stays alive but does not join the all-reduce in time.
+        if (rank == 1) {
+          absl::SleepFor(absl::Seconds(5));
+          return absl::OkStatus();
+        }
+        std::vector<at::Tensor> t = {at::ones({1000})};
+        try {
+          group->allreduce(t)->wait();
+        } catch (const std::exception& e) {
+          return absl::DeadlineExceededError(e.what());
+        }
+        return absl::OkStatus();
+      });
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kDeadlineExceeded) << statuses[0];
+  EXPECT_THAT(std::string(statuses[0].message()),
+              HasSubstr("local rank 1 (rank 1) did not arrive within 2000 ms"));
 }
 
 TEST(ShmBackendTest, TooSmallSharedMemoryFailsClearly) {
