@@ -62,7 +62,7 @@ struct Header {
 
 constexpr int64_t kDataOffset = (sizeof(Header) + 4095) / 4096 * 4096;
 
-// Slots small enough that a node's slots (6 MiB up to 8 local ranks) stay in the last-level
+// Slots small enough that a node's slots (6 MiB up to 32 local ranks) stay in the last-level
 // cache between a rank writing them and its peers reading them: the chunks then move at cache
 // speed, and only the tensors themselves cross the memory bus.
 int64_t DefaultSlotBytes(int local_world_size) {

@@ -56,7 +56,7 @@ struct ShmBackendOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   // Bytes of one rank's slot (the chunk size); the segment holds 3 slots per local rank. 0:
   // VISION_SHM_SLOT_KB if set, else 2 MiB / local ranks (at most 1 MiB, at least 64 KiB): a
-  // 6 MiB segment up to 8 local ranks, far below Docker's default 64 MiB /dev/shm.
+  // 6 MiB segment up to 32 local ranks, far below Docker's default 64 MiB /dev/shm.
   int64_t slot_bytes = 0;
 };
 
