@@ -9,7 +9,9 @@
 # our bucketed strategy's buckets all-reduced alone, with no model running (the same for both
 # sides: what is not hidden shows up as overhead).
 #
-# Adding a strategy: one line in PAIRS below ("label ours_config ddp_peer_config").
+# Adding a strategy: one line in PAIRS below ("label ours_config ddp_peer_config"). The "shm"
+# row is our bucketed strategy over the shared-memory backend (its hidden share against its own
+# collectives, run alone over shared memory).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source benchmarks/peer_python.sh
@@ -49,6 +51,9 @@ for model in ${models//,/ }; do
   mkdir -p "${work}/traces_${model}"
   "${bin}" "${common[@]}" --configs="${ours_configs}" --trace_dir="${work}/traces_${model}" \
     --trace_steps=3 | tee "${work}/ours_${model}"
+  # The same buckets through the shared-memory backend (distributed/shm, backend SHM).
+  echo "== ${model}: ours, bucketed over shared memory"
+  "${bin}" "${common[@]}" --backend=shm --configs=collectives,bucketed | tee "${work}/shm_${model}"
   echo "== ${model}: PyTorch DDP"
   "${peer_python}" benchmarks/ddp_peer.py "${common[@]}" --configs="${peer_configs}" |
     tee "${work}/peer_${model}"
@@ -79,6 +84,13 @@ for model in models:
         hp = min(1.0, max(0.0, 1 - (sp - peer["none"]) / coll)) * 100
         print(f"{label:<10} {so:8.1f} {sp:8.1f} {so / sp:9.2f} "
               f"{so - ours['none']:7.1f} / {sp - peer['none']:5.1f} ms {ho:5.0f}% / {hp:3.0f}%")
+    shm = medians(f"{work}/shm_{model}")
+    so, sp, sc = shm["bucketed"], peer["ddp"], shm["collectives"]
+    print(f"{'shm':<10} {so:8.1f} {sp:8.1f} {so / sp:9.2f} "
+          f"{so - ours['none']:7.1f} / {sp - peer['none']:5.1f} ms "
+          f"{min(1.0, max(0.0, 1 - (so - ours['none']) / sc)) * 100:5.0f}% / "
+          f"{min(1.0, max(0.0, 1 - (sp - peer['none']) / coll)) * 100:3.0f}%   "
+          f"(bucketed over shm vs DDP; its collectives alone {sc:.1f} ms, Gloo/shm {coll / sc:.2f})")
     # Rank 0's CPU time per step (all its threads) over no communication: the work a strategy
     # adds, which a busy machine's wall clock hides.
     print("CPU ms/step added over no communication (rank 0, all threads), ours / DDP: " +

@@ -331,6 +331,9 @@ absl::Status ValidatePipelineConfig(const TrainPipelineConfig& c, ConfigUse use)
   if (d.backend() == DistributedConfig::NCCL && c.device() == "cpu") {
     p.Add("distributed.backend", "NCCL needs a CUDA device; use GLOO (or AUTO) on cpu");
   }
+  if (d.backend() == DistributedConfig::SHM && c.device() != "cpu") {
+    p.Add("distributed.backend", "SHM reduces CPU tensors; use NCCL (or AUTO) on cuda");
+  }
 
   const CheckpointConfig& ck = c.checkpoint();
   p.Require(!ck.output_dir().empty(), "checkpoint.output_dir",

@@ -154,6 +154,15 @@ TEST(LoaderTest, OverrideCanFixAnInvalidValue) {
   EXPECT_TRUE(c.ok()) << c.status();
 }
 
+TEST(LoaderTest, SharedMemoryBackendNeedsTheCpu) {
+  absl::StatusOr<TrainPipelineConfig> c =
+      LoadPipelineConfig(Path("valid.pbtxt"), {"distributed { backend: SHM }"});
+  EXPECT_TRUE(c.ok()) << c.status();
+  c = LoadPipelineConfig(Path("valid.pbtxt"),
+                         {"distributed { backend: SHM }", "device: \"cuda\""});
+  EXPECT_THAT(c.status().message(), HasSubstr("distributed.backend: SHM reduces CPU tensors"));
+}
+
 TEST(LoaderTest, SegmentationInferenceOptionsAreChecked) {
   absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(
       Path("valid.pbtxt"),

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/status_macros.h"
+#include "distributed/shm/segment_name.h"
 
 extern char** environ;
 
@@ -595,6 +596,11 @@ absl::StatusOr<int> RunWorkers(const LaunchOptions& options) {
   for (int restart_count = 0;; ++restart_count) {
     VISION_ASSIGN_OR_RETURN(const AttemptResult attempt,
                             RunAttempt(options, *signals, restart_count));
+    // The "shm" backend unlinks its segments as soon as every local rank mapped them; one is
+    // left only when a worker died in that window. Its name is the job's (the port's).
+    if (const int removed = shm::RemoveJobSegments(options.master_port); removed > 0) {
+      Log(absl::StrCat("removed ", removed, " stale shared-memory segment(s) of this job"));
+    }
     switch (attempt.end) {
       case AttemptEnd::kSucceeded:
         if (restart_count > 0) {

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
+#include "distributed/shm/shm_backend.h"
 
 namespace vision::distributed::process_group {
 namespace {
@@ -44,10 +45,11 @@ absl::Status ValidateOptions(const ProcessGroupOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "process group: master_port ", options.master_port, " is not a TCP port; set MASTER_PORT"));
   }
-  if (options.backend != "gloo" && options.backend != "nccl") {
-    return absl::InvalidArgumentError(absl::StrCat("process group: unknown backend '",
-                                                   options.backend,
-                                                   "'; use \"gloo\" (CPU) or \"nccl\" (CUDA)"));
+  if (options.backend != "gloo" && options.backend != "nccl" && options.backend != "shm") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("process group: unknown backend '", options.backend,
+                     "'; use \"gloo\" (CPU), \"shm\" (CPU, shared memory within a node) or "
+                     "\"nccl\" (CUDA)"));
   }
 #ifndef VISION_WITH_CUDA
   if (options.backend == "nccl") {
@@ -110,7 +112,8 @@ absl::Status Rendezvous(c10d::Store& store, const ProcessGroupOptions& options) 
 }
 
 c10::intrusive_ptr<c10d::Backend> MakeGlooBackend(const c10::intrusive_ptr<c10d::Store>& store,
-                                                  const ProcessGroupOptions& options) {
+                                                  const ProcessGroupOptions& options,
+                                                  const std::string& prefix = "gloo") {
   auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
   const bool local = !options.multi_node && IsLoopback(options.master_addr);
   // GLOO_SOCKET_IFNAME picks the network interface across nodes, as in PyTorch (the host name
@@ -123,7 +126,7 @@ c10::intrusive_ptr<c10d::Backend> MakeGlooBackend(const c10::intrusive_ptr<c10d:
   } else {
     gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   }
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
   return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, options.rank, options.world_size,
                                                      gloo_options);
 }
@@ -131,11 +134,32 @@ c10::intrusive_ptr<c10d::Backend> MakeGlooBackend(const c10::intrusive_ptr<c10d:
 // A ProcessGroup dispatches each collective to the Backend of its tensors' device. Every group
 // has Gloo for CPU tensors (config agreement, metric sums, parameter broadcast of CPU models);
 // an NCCL group adds NCCL for CUDA tensors, as PyTorch's "cpu:gloo,cuda:nccl" does.
-c10::intrusive_ptr<c10d::ProcessGroup> MakeGroup(const c10::intrusive_ptr<c10d::Store>& store,
-                                                 const ProcessGroupOptions& options) {
+// A "shm" group's CPU backend wraps its Gloo backend (see distributed/shm/shm_backend.h).
+absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeGroup(
+    const c10::intrusive_ptr<c10d::Store>& store, const ProcessGroupOptions& options) {
   auto group = c10::make_intrusive<c10d::ProcessGroup>(store, options.rank, options.world_size);
-  group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO,
-                    MakeGlooBackend(store, options));
+  auto gloo = MakeGlooBackend(store, options);
+  if (options.backend == "shm") {
+    shm::ShmBackendOptions shm_options;
+    shm_options.rank = options.rank;
+    shm_options.world_size = options.world_size;
+    shm_options.local_world_size = options.local_world_size;
+    shm_options.master_port = options.master_port;
+    shm_options.restart_count = options.restart_count;
+    shm_options.timeout = options.timeout;
+    const auto make_gloo = [&](const std::string& prefix, int rank, int size) {
+      ProcessGroupOptions sub = options;
+      sub.rank = rank;
+      sub.world_size = size;
+      return MakeGlooBackend(store, sub, prefix);
+    };
+    VISION_ASSIGN_OR_RETURN(auto backend,
+                            shm::CreateShmBackend(store, shm_options, gloo, make_gloo));
+    group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::CUSTOM, backend);
+    group->setDefaultBackend(c10d::ProcessGroup::BackendType::CUSTOM);
+    return group;
+  }
+  group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
   group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
 #ifdef VISION_WITH_CUDA
   if (options.backend == "nccl") {
@@ -199,6 +223,8 @@ ProcessGroupOptions OptionsFromEnv(const env::DistributedEnv& env, const std::st
   options.backend = backend;
   options.timeout = timeout;
   options.multi_node = env.local_world_size < env.world_size || !IsLoopback(env.master_addr);
+  options.local_world_size = env.local_world_size;
+  options.restart_count = env.restart_count;
   return options;
 }
 

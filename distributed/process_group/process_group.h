@@ -33,9 +33,15 @@ struct ProcessGroupOptions {
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  // "gloo" (CPU tensors) or "nccl" (CUDA tensors through NCCL; CPU tensors of the same group
-  // still go through Gloo). "nccl" needs a build with VISION_WITH_CUDA.
+  // "gloo" (CPU tensors), "nccl" (CUDA tensors through NCCL; CPU tensors of the same group
+  // still go through Gloo; needs a build with VISION_WITH_CUDA) or "shm" (CPU tensors; sum
+  // all-reduces through shared memory within a node and Gloo across nodes, the rest through
+  // Gloo: see distributed/shm/shm_backend.h).
   std::string backend = "gloo";
+  // "shm" only: ranks per node (node n holds ranks [n * local_world_size, ...)), 0 when every
+  // rank is on this host, and the launcher's restart count (names the segments).
+  int local_world_size = 0;
+  int restart_count = 0;
   // Bounds the rendezvous (every rank must join within it) and every later collective.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   // Gloo binds its transport to the loopback interface when the job is on one machine (the

@@ -103,11 +103,16 @@ absl::StatusOr<std::unique_ptr<core::Collectives>> JoinJob(const env::Distribute
     case core::DistributedConfig::NCCL:
       options.backend = "nccl";
       break;
+    case core::DistributedConfig::SHM:
+      options.backend = "shm";
+      break;
     default:
       options.backend = cuda ? "nccl" : "gloo";
   }
   options.timeout = std::chrono::seconds(config.distributed().timeout_seconds());
   options.multi_node = env.world_size != env.local_world_size;
+  options.local_world_size = env.local_world_size;
+  options.restart_count = env.restart_count;
   VISION_ASSIGN_OR_RETURN(c10::intrusive_ptr<c10d::ProcessGroup> group,
                           process_group::CreateProcessGroup(options));
   return std::unique_ptr<core::Collectives>(

@@ -72,7 +72,8 @@ ABSL_FLAG(int, master_port, 29600,
 ABSL_FLAG(std::string, device, "cpu",
           "cpu, or cuda: rank r trains on cuda:r (NCCL allows one rank per GPU)");
 ABSL_FLAG(std::string, backend, "gloo",
-          "gloo, or nccl: NCCL for the CUDA tensors of --device=cuda (CPU tensors take Gloo)");
+          "gloo; shm (shared memory within the node, distributed/shm); or nccl: NCCL for the CUDA "
+          "tensors of --device=cuda (CPU tensors take Gloo)");
 ABSL_FLAG(
     std::string, trace_dir, "",
     "non-empty: after the timed steps, --trace_steps more steps are traced (core/trace.h) and "

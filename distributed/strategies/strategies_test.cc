@@ -59,6 +59,8 @@ struct Scenario {
   // Release the gradients after each step (zero_grad with set_to_none, LibTorch 2.x's
   // default) instead of zeroing them in place.
   bool release_grads = false;
+  // Process group backend: "gloo" or "shm" (shared memory within the host).
+  std::string backend = "gloo";
 };
 
 google::protobuf::Any BucketOptions(double cap_mb, bool find_unused = false) {
@@ -135,8 +137,10 @@ double MaxRelativeError(const std::vector<at::Tensor>& a, const std::vector<at::
   return worst;
 }
 
-absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> Group(int rank, int world, int port) {
+absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> Group(int rank, int world, int port,
+                                                             const std::string& backend = "gloo") {
   process_group::ProcessGroupOptions options;
+  options.backend = backend;
   options.rank = rank;
   options.world_size = world;
   options.master_port = port;
@@ -154,7 +158,7 @@ std::vector<absl::Status> RunEquivalence(const Scenario& setup, int world, doubl
     reference_setup.with_unused = setup.with_unused;
     VISION_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
                             Train(reference_setup, 0, 1, {}));
-    VISION_ASSIGN_OR_RETURN(auto group, Group(rank, world, port));
+    VISION_ASSIGN_OR_RETURN(auto group, Group(rank, world, port, setup.backend));
     VISION_ASSIGN_OR_RETURN(const std::vector<at::Tensor> trained,
                             Train(setup, rank, world, group));
     // The parameters must have moved, or equality would prove nothing.
@@ -366,6 +370,64 @@ TEST(StrategiesTest, RejectsNonPositiveBucketCap) {
   options.set_bucket_cap_mb(0);
   EXPECT_THAT(std::string(BucketedStrategy::Create(options).status().message()),
               HasSubstr("bucket_cap_mb must be a positive number"));
+}
+
+// The equivalences again with the all-reduces through shared memory (distributed/shm).
+Scenario OnShm(Scenario setup) {
+  setup.backend = "shm";
+  return setup;
+}
+
+TEST(StrategiesShmTest, AllReduceAndBucketedMatchFullBatch) {
+  ExpectAllOk(RunEquivalence(OnShm({"allreduce", {}, 1, false}), 2, 1e-5));
+  ExpectAllOk(RunEquivalence(OnShm({"bucketed", BucketOptions(0.0004), 1, false}), 2, 1e-5));
+  ExpectAllOk(RunEquivalence(OnShm({"bucketed", BucketOptions(0.0004), 1, false}), 4, 1e-5));
+}
+
+TEST(StrategiesShmTest, AccumulationMatchesFullBatch) {
+  Scenario released = OnShm({"bucketed", BucketOptions(0.0004), 2, false});
+  released.release_grads = true;
+  ExpectAllOk(RunEquivalence(released, 2, 1e-5));
+  ExpectAllOk(RunEquivalence(OnShm({"allreduce", {}, 2, false}), 4, 1e-5));
+}
+
+TEST(StrategiesShmTest, CompressionIsCloseToFullBatch) {
+  ExpectAllOk(RunEquivalence(OnShm({"fp16_compress", BucketOptions(0.0004), 1, false}), 2, 1e-3));
+  ExpectAllOk(RunEquivalence(OnShm({"bf16_compress", BucketOptions(0.0004), 1, false}), 2, 3e-3));
+  ExpectAllOk(RunEquivalence(OnShm({"bf16_compress", BucketOptions(0.0004), 1, false}), 4, 3e-3));
+}
+
+TEST(StrategiesShmTest, UnusedParameters) {
+  ExpectAllOk(RunEquivalence(OnShm({"bucketed", BucketOptions(0.0004, true), 1, true}), 2, 1e-5));
+  for (const absl::Status& s :
+       RunEquivalence(OnShm({"bucketed", BucketOptions(0.0004), 1, true}), 2, 1e-5)) {
+    EXPECT_THAT(std::string(s.message()), HasSubstr("no gradient reached parameter #4"));
+  }
+}
+
+// Two ranks: a + b is the same sum whichever backend adds it, so the trained weights must be
+// bit-identical to Gloo's (bf16_compress differs by design: on Gloo it sums in float).
+TEST(StrategiesShmTest, TwoRanksTrainBitIdenticallyToGloo) {
+  const int gloo_port = process_group::PickFreePort();
+  const int shm_port = process_group::PickFreePort();
+  ExpectAllOk(RunRanks(2, absl::Seconds(90), [&](int rank) -> absl::Status {
+    at::set_num_threads(1);
+    VISION_ASSIGN_OR_RETURN(auto gloo, Group(rank, 2, gloo_port, "gloo"));
+    VISION_ASSIGN_OR_RETURN(auto shm, Group(rank, 2, shm_port, "shm"));
+    for (const Scenario& setup : {Scenario{"allreduce", {}, 2, false},
+                                  Scenario{"bucketed", BucketOptions(0.0004), 1, false},
+                                  Scenario{"fp16_compress", BucketOptions(0.0004), 1, false}}) {
+      VISION_ASSIGN_OR_RETURN(const std::vector<at::Tensor> a, Train(setup, rank, 2, gloo));
+      VISION_ASSIGN_OR_RETURN(const std::vector<at::Tensor> b, Train(setup, rank, 2, shm));
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (!at::equal(a[i], b[i])) {
+          return absl::InternalError(
+              absl::StrCat(setup.strategy, ": parameter ", i, " differs between gloo and shm"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }));
 }
 
 }  // namespace
