@@ -314,7 +314,7 @@ class WorkerGroup {
                        [](const Worker& worker) { return worker.running; });
   }
 
-  // Stops the whole group: `signo` (and SIGCONT) to every worker's process group, up to the grace
+  // Stops the whole group: `signo` and SIGCONT to every worker's process group, up to the grace
   // period for them (and the processes they started) to exit, then SIGKILL to what remains. A
   // second signal to the launcher cuts the grace period short. Relays output throughout.
   void Stop(int signo) {
