@@ -86,15 +86,16 @@ worker_pid() {
 # Waits until rank 0 has logged step <step>; fails when the launcher exits first.
 wait_for_step() {
   local log="$1" step="$2"
-  until grep -q "^\[rank 0\]: step ${step}/" "${log}"; do
+  until grep -qs "^\[rank 0\]: step ${step}/" "${log}"; do
     kill -0 "${launcher_pid}" 2>/dev/null || return 1
     sleep 0.05
   done
 }
 
-# A random integer in [lo, hi].
+# A random integer in [lo, hi] into ${random}. $RANDOM is drawn in this shell only (bash reseeds
+# it in subshells), so --seed gives the same trials every time.
 random_between() {
-  echo $(( $1 + ((RANDOM << 15) | RANDOM) % ($2 - $1 + 1) ))
+  random=$(($1 + ((RANDOM << 15) | RANDOM) % ($2 - $1 + 1)))
 }
 
 start=$(date +%s)
@@ -112,8 +113,13 @@ for m in "${modes[@]}"; do
   lo=1
   [[ "${m}" == truncate ]] && lo=$((first_checkpoint + 1))
   hi=$((steps - 3))
-  mapfile -t kill_steps < <(seq "${lo}" "${hi}" | while read -r s; do echo "${RANDOM} ${s}"; done |
-    sort -n | head -n "${trials}" | cut -d' ' -f2)
+  kill_steps=($(seq "${lo}" "${hi}"))
+  for ((i = ${#kill_steps[@]} - 1; i > 0; --i)); do  # Fisher-Yates shuffle
+    random_between 0 "${i}"
+    swap="${kill_steps[i]}"
+    kill_steps[i]="${kill_steps[random]}"
+    kill_steps[random]="${swap}"
+  done
   for ((t = 0; t < trials; ++t)); do
     step="${kill_steps[$((t % ${#kill_steps[@]}))]}"
     victim=$((RANDOM % 2))
@@ -136,7 +142,8 @@ for m in "${modes[@]}"; do
       newest=$(ls "${dir}"/checkpoint_*.pt | sed 's/.*checkpoint_\([0-9]*\)\.pt/\1/' | sort -n | tail -1)
       file="${dir}/checkpoint_${newest}.pt"
       size=$(stat -c %s "${file}")
-      cut_at=$(random_between 0 $((size - 1)))
+      random_between 0 $((size - 1))
+      cut_at="${random}"
       truncate -s "${cut_at}" "${file}"
       kill -CONT "${frozen[@]}" 2>/dev/null || true
       note="SIGKILL to rank ${victim} after step ${step}, checkpoint_${newest}.pt cut to ${cut_at} of ${size} bytes"
