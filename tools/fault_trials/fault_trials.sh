@@ -162,12 +162,13 @@ for m in "${modes[@]}"; do
       fi
     fi
     resumed=$(grep -o "resumed from step [0-9]*" "${dir}.log" | tail -1 || true)
+    resumed="${resumed:-started anew}"
     if grep -q "trying an older checkpoint" "${dir}.log"; then
       fell_back=$((fell_back + 1))
       resumed="${resumed} after reporting the cut checkpoint"
     fi
     grep -q "restarting the local worker group" "${dir}.log" || resumed="${resumed} (no restart seen)"
-    echo "trial ${m} ${t}: ${note}; ${resumed:-started anew}; ${result}"
+    echo "trial ${m} ${t}: ${note}; ${resumed}; ${result}"
   done
 done
 echo "tally: ${total} trials (${modes[*]}), ${finished} finished, ${identical} bit-identical to the uninterrupted run, ${fell_back} fell back from a cut checkpoint; $(($(date +%s) - start)) s"
