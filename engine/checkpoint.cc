@@ -247,6 +247,8 @@ absl::StatusOr<std::optional<CheckpointMeta>> CheckpointManager::RestoreLatest(
     const std::function<absl::Status(const std::string&, const CheckpointMeta&)>& accept,
     std::vector<std::string>* warnings) const {
   const std::vector<std::string> paths = List();
+  // Whether a failed load may have written part of a checkpoint into `state`.
+  bool state_touched = false;
   for (const std::string& path : paths) {
     absl::StatusOr<CheckpointMeta> meta = ReadCheckpointMeta(path);
     if (meta.ok()) {
@@ -255,10 +257,24 @@ absl::StatusOr<std::optional<CheckpointMeta>> CheckpointManager::RestoreLatest(
       absl::Status s = LoadCheckpoint(path, state, &loaded);
       if (s.ok()) return std::optional<CheckpointMeta>(std::move(loaded));
       meta = s;
+      state_touched = true;
     }
     warnings->push_back(absl::StrCat(meta.status().message(), "; trying an older checkpoint"));
   }
   if (paths.empty()) return std::optional<CheckpointMeta>();
+  if (!state_touched) {
+    // None could even be opened (the newest and only one cut short by a crash, typically):
+    // nothing was loaded, so training starts from step 0 as the older states are gone. The
+    // unreadable files are kept aside, under names that are neither loaded nor pruned.
+    for (const std::string& path : paths) {
+      std::error_code ec;  // another rank may have moved it already
+      fs::rename(path, path + ".corrupt", ec);
+    }
+    warnings->push_back(absl::StrCat(
+        "none of the ", paths.size(), " checkpoints in '", dir_,
+        "' could be opened; they are kept as *.corrupt and training starts from step 0"));
+    return std::optional<CheckpointMeta>();
+  }
   return absl::DataLossError(absl::StrCat(
       "none of the ", paths.size(), " checkpoints in '", dir_,
       "' loads; move them away to start from scratch, or restore a good one"));

@@ -66,7 +66,10 @@ class CheckpointManager {
   // Restores the newest checkpoint that loads completely. Each one that does not (truncated,
   // corrupt) is reported through `warnings` and the next older one is tried. `accept` sees
   // the metadata first; its error is returned at once (a config mismatch is no corruption).
-  // nullopt when there is no checkpoint; an error when there are some but none loads.
+  // nullopt when there is no checkpoint, or when none of them could be opened at all (a
+  // crash cut the only one short: nothing was loaded into `state`; they are renamed to
+  // *.corrupt and reported through `warnings`); an error when there are some but none loads
+  // after one of them was partly loaded.
   absl::StatusOr<std::optional<CheckpointMeta>> RestoreLatest(
       const TrainingState& state,
       const std::function<absl::Status(const std::string& path, const CheckpointMeta&)>& accept,

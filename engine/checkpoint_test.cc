@@ -143,6 +143,30 @@ TEST_P(CorruptionTest, RestoreFallsBackToThePreviousCheckpoint) {
 
 INSTANTIATE_TEST_SUITE_P(TruncatedOrFlipped, CorruptionTest, ::testing::Bool());
 
+// A crash cut the only checkpoint short: nothing can be loaded, so training starts anew (the
+// state untouched) and the unreadable file is kept aside, out of the way of later restores.
+TEST(CheckpointTest, OnlyCheckpointCutShortStartsAnewKeepingItAside) {
+  Trainee s;
+  const std::string dir = TempDir("only_truncated");
+  CheckpointManager manager(dir, 3, false);
+  ASSERT_TRUE(manager.Save({s.model.get(), &s.optimizer, nullptr}, Meta(3), false).ok());
+  Truncate(manager.List()[0]);
+  Trainee fresh;
+  const at::Tensor initial = fresh.model->weight.clone();
+  std::vector<std::string> warnings;
+  auto restored = manager.RestoreLatest(
+      {fresh.model.get(), &fresh.optimizer, nullptr},
+      [](const std::string&, const CheckpointMeta&) { return absl::OkStatus(); }, &warnings);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_FALSE(restored->has_value());
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_THAT(warnings[0], HasSubstr("checkpoint_3.pt"));
+  EXPECT_THAT(warnings[1], HasSubstr("kept as *.corrupt and training starts from step 0"));
+  EXPECT_TRUE(at::equal(fresh.model->weight, initial));
+  EXPECT_TRUE(manager.List().empty());
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint_3.pt.corrupt"));
+}
+
 TEST(CheckpointTest, RestoreReportsAcceptErrorsAndEmptyDirectories) {
   Trainee s;
   CheckpointManager manager(TempDir("accept"), 3, false);

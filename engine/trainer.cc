@@ -51,6 +51,7 @@ data::LoaderOptions LoaderOptionsFrom(const core::LoaderConfig& c, uint64_t seed
   o.prefetch_batches = c.prefetch_batches();
   o.drop_last = c.drop_last();
   o.skip_bad_samples = c.on_bad_sample() == core::LoaderConfig::SKIP;
+  o.max_bad_sample_fraction = c.max_bad_sample_fraction();
   o.seed = seed;
   o.pin_memory = cuda;
   return o;
@@ -507,16 +508,20 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
       core::trace::Record("step", "step", step_us, core::trace::NowUs(),
                           core::trace::NamedLane("steps"), {{"step", state_.step + 1.0}});
     }
+    int64_t skipped = train_loader_->skipped_samples();
     if (want_log && collectives_.world_size() > 1) {
-      // Logged losses are the mean over ranks, not rank 0's share of the batch.
+      // Logged losses are the mean over ranks, not rank 0's share of the batch; skipped bad
+      // samples are the sum.
       std::vector<double> values = {loss};
       for (const auto& [name, value] : terms) values.push_back(value);
+      values.push_back(static_cast<double>(skipped));
       std::vector<at::Tensor> summed = {at::tensor(values, at::kDouble)};
       VISION_RETURN_IF_ERROR(collectives_.AllReduceSum(summed));
       const at::Tensor mean = summed[0] / collectives_.world_size();
       loss = mean[0].item<double>();
       int64_t i = 1;
       for (auto& [name, value] : terms) value = mean[i++].item<double>();
+      skipped = static_cast<int64_t>(summed[0][i].item<double>());
     }
     ++state_.step;
     if (state_.step - first_step == trace_config.start_step() + trace_config.num_steps()) {
@@ -538,6 +543,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
           std::clamp((train_loader_->wait_seconds() - window_wait) / std::max(window_seconds, 1e-9), 0.0, 1.0);
       line.elapsed_seconds = Seconds(start);
       line.eta_seconds = estimator.EtaSeconds(total_steps_ - state_.step);
+      line.skipped_samples = skipped;
       Print(logging::FormatProgressLine(line));
       std::map<std::string, double> scalars = terms;
       scalars["loss"] = loss;
@@ -585,6 +591,12 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   const double seconds = Seconds(start);
   result.images_per_second = (state_.step - first_step) * images_per_step / std::max(seconds, 1e-9);
   logging::TrainingSummary summary;
+  summary.skipped_samples = train_loader_->skipped_samples();
+  if (collectives_.world_size() > 1) {
+    std::vector<at::Tensor> skipped = {at::full({1}, summary.skipped_samples, at::kLong)};
+    VISION_RETURN_IF_ERROR(collectives_.AllReduceSum(skipped));
+    summary.skipped_samples = skipped[0].item<int64_t>();
+  }
   summary.steps = state_.step - first_step;
   summary.total_seconds = seconds;
   summary.images_per_second = result.images_per_second;

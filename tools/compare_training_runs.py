@@ -1,10 +1,13 @@
 """Checks that two training runs of the same config gave the same result, bit for bit.
 
-Usage: python3 compare_training_runs.py <output_dir A> <output_dir B> <step>
+Usage: python3 compare_training_runs.py [--resumed] <output_dir A> <output_dir B> <step>
 Compares every logged metric of metrics.jsonl except wall-clock measurements (losses, gradient
 norms, learning rates, evaluation metrics: exactly, as the JSON doubles they were written as)
 and every parameter and buffer of the model in checkpoint_<step>.pt (torch.equal). The
 optimizer's state is left out: LibTorch keys it by tensor address, which differs per process.
+With --resumed, B may have been interrupted and resumed from a checkpoint: the steps it
+trained again after the resume appear twice in its metrics.jsonl, and the last record of each
+step and kind (training scalars, evaluation) is the one compared.
 Run with the venv python (tools/setup.sh), whose torch loads LibTorch's checkpoint archives.
 """
 
@@ -18,10 +21,17 @@ import torch
 WALL_CLOCK = {"time", "data_wait_fraction", "images_per_second"}
 
 
-def metrics(run_dir):
+def metrics(run_dir, resumed=False):
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         records = [json.loads(line) for line in f]
-    return [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in records]
+    records = [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in records]
+    if resumed:
+        # A record logged again after a resume replaces the one logged before the interruption.
+        last = {}
+        for r in records:
+            last[(r.get("step"), tuple(sorted(r)))] = r
+        records = sorted(last.values(), key=lambda r: r.get("step", -1))
+    return records
 
 
 def model_tensors(run_dir, step):
@@ -31,9 +41,9 @@ def model_tensors(run_dir, step):
     return tensors
 
 
-def main(a, b, step):
+def main(a, b, step, resumed=False):
     failures = []
-    metrics_a, metrics_b = metrics(a), metrics(b)
+    metrics_a, metrics_b = metrics(a, resumed), metrics(b, resumed)
     if not any(r.get("step") == step and "loss" in r for r in metrics_a):
         failures.append("%s: no loss logged at step %d" % (a, step))
     if metrics_a != metrics_b:
@@ -59,4 +69,9 @@ def main(a, b, step):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+    args = sys.argv[1:]
+    resumed = "--resumed" in args
+    args = [x for x in args if x != "--resumed"]
+    if len(args) != 3:
+        sys.exit(__doc__)
+    sys.exit(main(args[0], args[1], int(args[2]), resumed))

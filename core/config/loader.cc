@@ -101,6 +101,10 @@ void CheckData(const DataConfig& data, const std::string& field, Problems* probl
                     absl::StrCat("must be >= 0, got ", loader.num_workers()));
   problems->Require(loader.prefetch_batches() >= 1, field + ".loader.prefetch_batches",
                     absl::StrCat("must be >= 1, got ", loader.prefetch_batches()));
+  problems->Require(
+      loader.max_bad_sample_fraction() >= 0 && loader.max_bad_sample_fraction() <= 1,
+      field + ".loader.max_bad_sample_fraction",
+      absl::StrCat("must be a share in [0, 1], got ", loader.max_bad_sample_fraction()));
 }
 
 void CheckSegmentationInference(const SegmentationInferenceConfig& c, const std::string& field,

@@ -13,6 +13,8 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
 #include "core/torch_guard.h"
@@ -294,26 +296,60 @@ void DataLoader::StartEpoch(int64_t epoch, std::vector<int64_t> indices, int64_t
   const int64_t n = static_cast<int64_t>(indices.size());
   epoch_ = epoch;
   indices_ = std::move(indices);
+  {
+    std::lock_guard<std::mutex> lock(bad_mutex_);
+    bad_in_epoch_.clear();
+  }
   num_batches_ = options_.drop_last ? n / b : (n + b - 1) / b;
   next_to_claim_ = next_to_return_ = std::clamp<int64_t>(first_batch, 0, num_batches_);
   stopping_ = false;
   for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
+absl::Status DataLoader::NoteBadSample(int64_t index, const absl::Status& error) {
+  const int64_t n = static_cast<int64_t>(indices_.size());
+  std::lock_guard<std::mutex> lock(bad_mutex_);
+  if (!bad_in_epoch_.emplace(index, std::string(error.message())).second) return absl::OkStatus();
+  skipped_samples_.fetch_add(1);
+  std::fprintf(stderr, "warning: skipping bad sample %lld of epoch %lld: %s\n",
+               static_cast<long long>(index), static_cast<long long>(epoch_),
+               std::string(error.message()).c_str());
+  const int64_t bad = static_cast<int64_t>(bad_in_epoch_.size());
+  if (bad <= options_.max_bad_sample_fraction * n) return absl::OkStatus();
+  constexpr int kListed = 20;
+  std::vector<std::string> listed;
+  for (const auto& [i, why] : bad_in_epoch_) {
+    if (static_cast<int>(listed.size()) == kListed) {
+      listed.push_back(absl::StrCat("... and ", bad - kListed, " more"));
+      break;
+    }
+    listed.push_back(absl::StrCat("sample ", i, ": ", why));
+  }
+  return absl::DataLossError(absl::StrFormat(
+      "%d of the %d samples of this rank's share of epoch %d are bad, more than "
+      "loader.max_bad_sample_fraction (%g) allows under on_bad_sample: SKIP; fix or remove "
+      "them, or raise max_bad_sample_fraction. The bad samples so far:\n  %s",
+      bad, n, epoch_, options_.max_bad_sample_fraction, absl::StrJoin(listed, "\n  ")));
+}
+
 absl::StatusOr<core::Batch> DataLoader::MakeBatch(int64_t batch_index) {
   const int64_t b = options_.batch_size;
+  const int64_t n = static_cast<int64_t>(indices_.size());
   const int64_t begin = batch_index * b;
-  const int64_t end = std::min<int64_t>(begin + b, static_cast<int64_t>(indices_.size()));
+  const int64_t end = std::min<int64_t>(begin + b, n);
+  const size_t want = static_cast<size_t>(end - begin);
   std::vector<core::Sample> samples;
   std::vector<std::map<std::string, at::Tensor>> instances;
-  samples.reserve(end - begin);
-  for (int64_t i = begin; i < end; ++i) {
-    absl::StatusOr<core::Sample> sample = LoadSample(dataset_, augmentations_, targets_.get(),
-                                                     indices_[i], options_.seed, epoch_,
-                                                     options_.keep_ground_truth);
+  samples.reserve(want);
+  // Loads position i of the share into the batch; a bad sample is noted (SKIP) or an error.
+  auto add = [&](int64_t i) -> absl::Status {
+    absl::StatusOr<core::Sample> sample =
+        LoadSample(dataset_, augmentations_, targets_.get(), indices_[i], options_.seed, epoch_,
+                   options_.keep_ground_truth);
     std::map<std::string, at::Tensor> per_image;
     if (sample.ok() && targets_ != nullptr) {
-      const std::string what = absl::StrCat(SampleName(*sample, indices_[i]), ": target generation");
+      const std::string what =
+          absl::StrCat(SampleName(*sample, indices_[i]), ": target generation");
       absl::Status made = core::GuardTorch(what, [&] {
         return core::WithContext(what, targets_->GenerateInstances(*sample, &per_image));
       });
@@ -322,19 +358,24 @@ absl::StatusOr<core::Batch> DataLoader::MakeBatch(int64_t batch_index) {
     if (sample.ok()) {
       samples.push_back(std::move(sample).value());
       if (!per_image.empty()) instances.push_back(std::move(per_image));
-    } else if (options_.skip_bad_samples) {
-      skipped_samples_.fetch_add(1);
-      std::fprintf(stderr, "warning: skipping bad sample %lld: %s\n",
-                   static_cast<long long>(indices_[i]), std::string(sample.status().message()).c_str());
-    } else {
-      return absl::Status(sample.status().code(),
-                          absl::StrCat("loading sample ", indices_[i], " of epoch ", epoch_, ": ",
-                                       sample.status().message(),
-                                       " (set loader { on_bad_sample: SKIP } to skip such samples)"));
+      return absl::OkStatus();
     }
+    if (options_.skip_bad_samples) return NoteBadSample(indices_[i], sample.status());
+    return absl::Status(sample.status().code(),
+                        absl::StrCat("loading sample ", indices_[i], " of epoch ", epoch_, ": ",
+                                     sample.status().message(),
+                                     " (set loader { on_bad_sample: SKIP } to skip such samples)"));
+  };
+  for (int64_t i = begin; i < end; ++i) VISION_RETURN_IF_ERROR(add(i));
+  // Under SKIP, fill up from the samples that follow this batch in the share, wrapping to its
+  // start: the batch keeps its size and the epoch its number of batches on every rank.
+  for (int64_t j = 0; samples.size() < want && j < n - static_cast<int64_t>(want); ++j) {
+    VISION_RETURN_IF_ERROR(add((end + j) % n));
   }
   if (samples.empty()) {
-    return absl::DataLossError(absl::StrCat("every sample of batch ", batch_index, " was bad"));
+    return absl::DataLossError(absl::StrCat("every sample of batch ", batch_index,
+                                            " and of the rest of this rank's share of epoch ",
+                                            epoch_, " is bad"));
   }
   try {
     CollateOptions collate;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -32,8 +33,16 @@ struct LoaderOptions {
   // Batches prepared ahead of the consumer.
   int prefetch_batches = 4;
   bool drop_last = true;
-  // Skip samples that fail to load (logged and counted) instead of failing.
+  // Skip samples that fail to load (logged and counted) instead of failing. A batch with bad
+  // samples is filled up from the samples that follow it in this rank's share of the epoch
+  // (wrapping to the share's start at its end), so every batch keeps its size and every rank
+  // the same number of batches; batch k stays a function of (seed, epoch, indices, k) alone,
+  // which keeps it the same for any number of threads and after resuming at batch k. The
+  // samples borrowed this way are seen twice in that epoch.
   bool skip_bad_samples = false;
+  // With skip_bad_samples: when more than this share of the epoch's samples of this rank are
+  // bad, Next() fails naming them.
+  double max_bad_sample_fraction = 0.01;
   uint64_t seed = 0;
   // Keep each sample's annotations as loaded in Sample::ground_truth (for evaluation).
   bool keep_ground_truth = false;
@@ -122,12 +131,16 @@ class DataLoader {
   int64_t num_batches() const { return num_batches_; }
   // Batches returned so far in this epoch, counting those skipped by first_batch.
   int64_t position() const { return next_to_return_; }
+  // Bad samples skipped since construction, each counted once per epoch in which it was
+  // found (also those found while preparing batches not yet returned).
   int64_t skipped_samples() const { return skipped_samples_.load(); }
   // Seconds Next() spent waiting for workers since construction.
   double wait_seconds() const { return wait_seconds_; }
 
  private:
   absl::StatusOr<core::Batch> MakeBatch(int64_t batch_index);
+  // Records a bad sample of the epoch; an error once too many of them are bad.
+  absl::Status NoteBadSample(int64_t index, const absl::Status& error);
   void WorkerLoop();
   void StopWorkers();
 
@@ -147,6 +160,8 @@ class DataLoader {
   std::condition_variable changed_;
   std::vector<std::thread> workers_;
   std::atomic<int64_t> skipped_samples_{0};
+  std::mutex bad_mutex_;
+  std::map<int64_t, std::string> bad_in_epoch_;  // dataset index -> why it is bad
   double wait_seconds_ = 0;
   const std::shared_ptr<BatchMemoryPool> memory_;
 };

@@ -1,11 +1,15 @@
 #include "data/loader/loader.h"
 
+#include <optional>
 #include <random>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -345,6 +349,7 @@ TEST(DataLoaderTest, BadSampleFailsNamingItOrIsSkippedAndCounted) {
     EXPECT_THAT(failed.status().message(), HasSubstr("on_bad_sample: SKIP"));
 
     options.skip_bad_samples = true;
+    options.max_bad_sample_fraction = 0.2;
     DataLoader skipping(dataset, {}, nullptr, options);
     skipping.StartEpoch(0, {0, 1, 4, 5, 2, 3});
     int images = 0;
@@ -354,9 +359,92 @@ TEST(DataLoaderTest, BadSampleFailsNamingItOrIsSkippedAndCounted) {
       if (!batch->has_value()) break;
       images += (*batch)->images.size(0);
     }
-    EXPECT_EQ(images, 5);
+    // The batch of the bad sample was filled up from the next sample.
+    EXPECT_EQ(images, 6);
     EXPECT_EQ(skipping.skipped_samples(), 1);
   }
+}
+
+// The image paths of every batch of an epoch over `indices`, from batch `first_batch` on.
+absl::StatusOr<std::vector<std::vector<std::string>>> Epoch(const core::Dataset& dataset,
+                                                            LoaderOptions options,
+                                                            std::vector<int64_t> indices,
+                                                            int64_t first_batch = 0,
+                                                            int64_t* skipped = nullptr) {
+  DataLoader loader(dataset, {}, nullptr, options);
+  loader.StartEpoch(3, std::move(indices), first_batch);
+  std::vector<std::vector<std::string>> batches;
+  while (true) {
+    VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> batch, loader.Next());
+    if (!batch.has_value()) break;
+    std::vector<std::string> paths;
+    for (const core::Sample& s : batch->samples) paths.push_back(s.image_path);
+    EXPECT_EQ(batch->images.size(0), static_cast<int64_t>(paths.size()));
+    batches.push_back(paths);
+  }
+  if (skipped != nullptr) *skipped = loader.skipped_samples();
+  return batches;
+}
+
+using Batches = std::vector<std::vector<std::string>>;
+
+TEST(DataLoaderTest, SkipFillsTheBatchFromTheFollowingSamplesOfTheShare) {
+  FakeDataset dataset(6, /*bad=*/4);
+  for (int workers : {0, 2}) {
+    LoaderOptions options;
+    options.skip_bad_samples = true;
+    options.max_bad_sample_fraction = 0.2;
+    options.num_workers = workers;
+    // Batch size 1: the bad sample's batch takes the next sample instead of ending training.
+    options.batch_size = 1;
+    int64_t skipped = 0;
+    auto one = Epoch(dataset, options, {0, 1, 4, 5, 2, 3}, 0, &skipped);
+    ASSERT_TRUE(one.ok()) << one.status();
+    EXPECT_EQ(*one, (Batches{{"img_0.jpg"},
+                             {"img_1.jpg"},
+                             {"img_5.jpg"},
+                             {"img_5.jpg"},
+                             {"img_2.jpg"},
+                             {"img_3.jpg"}}));
+    EXPECT_EQ(skipped, 1);
+    // Batches of 2, the bad sample in the middle: the same number of batches, all full.
+    options.batch_size = 2;
+    auto two = Epoch(dataset, options, {0, 1, 4, 5, 2, 3});
+    ASSERT_TRUE(two.ok()) << two.status();
+    EXPECT_EQ(*two, (Batches{{"img_0.jpg", "img_1.jpg"},
+                             {"img_5.jpg", "img_2.jpg"},
+                             {"img_2.jpg", "img_3.jpg"}}));
+    // At the end of the share the filling wraps to its start: the last batch stays full, so
+    // ranks whose shares hold different numbers of bad samples still run the same steps.
+    auto last = Epoch(dataset, options, {0, 1, 2, 3, 5, 4});
+    ASSERT_TRUE(last.ok()) << last.status();
+    EXPECT_EQ(*last, (Batches{{"img_0.jpg", "img_1.jpg"},
+                              {"img_2.jpg", "img_3.jpg"},
+                              {"img_5.jpg", "img_0.jpg"}}));
+    // Resuming at a batch gives the batches of the uninterrupted epoch from there on.
+    auto resumed = Epoch(dataset, options, {0, 1, 4, 5, 2, 3}, /*first_batch=*/1);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    EXPECT_EQ(*resumed, Batches(two->begin() + 1, two->end()));
+  }
+}
+
+TEST(DataLoaderTest, SkipStopsWhenTooManySamplesAreBadNamingThem) {
+  FakeDataset dataset(6, /*bad=*/4);
+  LoaderOptions options;
+  options.skip_bad_samples = true;  // default share: 1%, and 1 of 6 is more
+  options.batch_size = 2;
+  auto epoch = Epoch(dataset, options, {0, 1, 4, 5, 2, 3});
+  ASSERT_FALSE(epoch.ok());
+  EXPECT_EQ(epoch.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(epoch.status().message(), HasSubstr("1 of the 6 samples"));
+  EXPECT_THAT(epoch.status().message(), HasSubstr("max_bad_sample_fraction (0.01)"));
+  EXPECT_THAT(epoch.status().message(), HasSubstr("sample 4: img_4.jpg: cannot decode"));
+  // 1 in 100 is within 1%.
+  FakeDataset big(100, /*bad=*/7);
+  std::vector<int64_t> all = Range(100);
+  auto fine = Epoch(big, options, all);
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(fine->size(), 50u);
 }
 
 TEST(DataLoaderTest, DropLastAndEarlyShutdown) {

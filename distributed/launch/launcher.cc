@@ -315,11 +315,14 @@ class WorkerGroup {
                        [](const Worker& worker) { return worker.running; });
   }
 
-  // Stops the whole group: `signo` to every worker's process group, up to the grace period
-  // for them (and the processes they started) to exit, then SIGKILL to what remains. A second
-  // signal to the launcher cuts the grace period short. Relays output throughout.
+  // Stops the whole group: `signo` and SIGCONT to every worker's process group, up to the grace
+  // period for them (and the processes they started) to exit, then SIGKILL to what remains. A
+  // second signal to the launcher cuts the grace period short. Relays output throughout.
   void Stop(int signo) {
     SignalGroups(signo);
+    // A stopped worker (SIGSTOP, a debugger, a stalled peer under test) would keep the
+    // signal pending until the grace period ends: continue it so it acts on the signal now.
+    SignalGroups(SIGCONT);
     const absl::Time grace_deadline = absl::Now() + options_.grace_period;
     while ((AnyRunning() || AnyGroupAlive()) && absl::Now() < grace_deadline) {
       if (Pump(std::min(kStopPollSlice, grace_deadline - absl::Now()))) {

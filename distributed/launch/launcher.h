@@ -7,8 +7,8 @@
 //    processes it started (data loader helpers, shells);
 //  - SIGINT/SIGTERM to the launcher are forwarded to every worker group; after the grace
 //    period the groups get SIGKILL; the launcher then exits with 128 + the signal number;
-//  - when a worker exits non-zero or dies by a signal, the others are stopped (SIGTERM, grace,
-//    SIGKILL). With restarts left the whole local group is started again with
+//  - when a worker exits non-zero or dies by a signal, the others are stopped (SIGTERM with
+//    SIGCONT, so a stopped worker acts on it at once; grace; SIGKILL). With restarts left the whole local group is started again with
 //    TORCHELASTIC_RESTART_COUNT incremented (workers resume from their latest checkpoint);
 //    otherwise a summary names each failed rank and its exit code or signal, and the launcher
 //    exits with kWorkerFailureExitCode;

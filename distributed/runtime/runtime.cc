@@ -1,6 +1,7 @@
 #include "distributed/runtime/runtime.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include <ATen/ATen.h>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "distributed/process_group/peer_watchdog.h"
 #include "distributed/process_group/process_group.h"
 
 namespace vision::distributed::runtime {
@@ -30,8 +32,12 @@ absl::Status Collective(const char* what, F&& f) {
 
 class C10dCollectives : public core::Collectives {
  public:
-  C10dCollectives(c10::intrusive_ptr<c10d::ProcessGroup> group, int rank, int world_size)
-      : group_(std::move(group)), rank_(rank), world_size_(world_size) {}
+  C10dCollectives(c10::intrusive_ptr<c10d::ProcessGroup> group, int rank, int world_size,
+                  std::unique_ptr<process_group::PeerWatchdog> watchdog)
+      : group_(std::move(group)),
+        rank_(rank),
+        world_size_(world_size),
+        watchdog_(std::move(watchdog)) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -83,6 +89,7 @@ class C10dCollectives : public core::Collectives {
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int rank_;
   int world_size_;
+  std::unique_ptr<process_group::PeerWatchdog> watchdog_;
 };
 
 }  // namespace
@@ -115,8 +122,24 @@ absl::StatusOr<std::unique_ptr<core::Collectives>> JoinJob(const env::Distribute
   options.restart_count = env.restart_count;
   VISION_ASSIGN_OR_RETURN(c10::intrusive_ptr<c10d::ProcessGroup> group,
                           process_group::CreateProcessGroup(options));
+  // A rank that stops responding is named within three quarters of the timeout (the
+  // collectives' own timeout would fail later and anonymously).
+  process_group::PeerWatchdogOptions watch;
+  watch.rank = env.rank;
+  watch.world_size = env.world_size;
+  watch.master_addr = env.master_addr;
+  watch.master_port = env.master_port;
+  const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (agent_store != nullptr && std::string(agent_store) == "True") {
+    watch.store_host = "torchrun's agent";
+  }
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  watch.key_prefix = absl::StrCat("vision/heartbeat/", restart == nullptr ? "0" : restart, "/");
+  process_group::SetWatchdogTimes(options.timeout, &watch);
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<process_group::PeerWatchdog> watchdog,
+                          process_group::PeerWatchdog::Start(std::move(watch)));
   return std::unique_ptr<core::Collectives>(
-      new C10dCollectives(std::move(group), env.rank, env.world_size));
+      new C10dCollectives(std::move(group), env.rank, env.world_size, std::move(watchdog)));
 }
 
 }  // namespace vision::distributed::runtime

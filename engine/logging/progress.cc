@@ -75,6 +75,10 @@ std::string FormatProgressLine(const ProgressLine& line) {
                         100.0 * line.data_wait_fraction);
   absl::StrAppend(&out, "  elapsed ", FormatDuration(line.elapsed_seconds), "  eta ",
                   line.eta_seconds.has_value() ? FormatDuration(*line.eta_seconds) : "?");
+  if (line.skipped_samples > 0) {
+    absl::StrAppend(&out, "  skipped ", line.skipped_samples, " bad sample",
+                    line.skipped_samples == 1 ? "" : "s");
+  }
   return out;
 }
 
@@ -90,6 +94,10 @@ std::string FormatTrainingSummary(const TrainingSummary& summary) {
   if (!summary.best_metric_name.empty()) {
     absl::StrAppendFormat(&out, "  best %s %.4f at step %d", summary.best_metric_name,
                           summary.best_metric_value, summary.best_metric_step);
+  }
+  if (summary.skipped_samples > 0) {
+    absl::StrAppend(&out, "  skipped ", summary.skipped_samples, " bad sample",
+                    summary.skipped_samples == 1 ? "" : "s");
   }
   return out;
 }

@@ -51,6 +51,8 @@ struct ProgressLine {
   double elapsed_seconds = 0;
   // From StepTimeEstimator::EtaSeconds; nullopt prints "eta ?".
   std::optional<double> eta_seconds;
+  // Bad samples skipped so far (loader on_bad_sample: SKIP), over all ranks; shown when > 0.
+  int64_t skipped_samples = 0;
 };
 
 // E.g. "step 120/3000 (4.0%)  loss 1.234 (prob 0.500 thresh 0.300 binary 0.430)  lr 6.9e-03
@@ -70,6 +72,8 @@ struct TrainingSummary {
   std::string best_metric_name;
   double best_metric_value = 0;
   int64_t best_metric_step = 0;
+  // Bad samples skipped during the run (on_bad_sample: SKIP), over all ranks; shown when > 0.
+  int64_t skipped_samples = 0;
 };
 
 // E.g. "trained 3000 steps in 1:23:45  12.3 img/s  peak RSS 1234 MiB  best hmean 0.8123 at step

@@ -35,6 +35,10 @@ TEST(ProgressTest, MinimalLineAndTinyLosses) {
   EXPECT_EQ(
       FormatProgressLine(line),
       "step 7  loss 4.20e-04 (aux 0.000)  lr 1.0e-01  3.0 img/s  data 50%  elapsed 0:00:00  eta ?");
+  line.skipped_samples = 1;
+  EXPECT_EQ(FormatProgressLine(line),
+            "step 7  loss 4.20e-04 (aux 0.000)  lr 1.0e-01  3.0 img/s  data 50%  elapsed 0:00:00  "
+            "eta ?  skipped 1 bad sample");
 }
 
 TEST(ProgressTest, FormatDuration) {
@@ -93,6 +97,9 @@ TEST(ProgressTest, SummaryLine) {
   summary.best_metric_name.clear();
   EXPECT_EQ(FormatTrainingSummary(summary),
             "trained 3000 steps in 1:23:45  12.3 img/s  peak RSS ?");
+  summary.skipped_samples = 3;
+  EXPECT_EQ(FormatTrainingSummary(summary),
+            "trained 3000 steps in 1:23:45  12.3 img/s  peak RSS ?  skipped 3 bad samples");
 }
 
 TEST(ProgressTest, ParseVmHwm) {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# loader { on_bad_sample: SKIP } at batch size 1 through the trainer on two processes: the bad
+# sample's batch is filled from the next sample, training runs all its steps, and the progress
+# line and the final summary count the skipped sample; with the default
+# max_bad_sample_fraction (1%) one bad image in a rank's four is too many, and training stops
+# naming it.
+set -euo pipefail
+config=testdata/configs/dbnet_smoke.pbtxt
+data="${TEST_TMPDIR}/data"
+mkdir -p "${data}/ch4_training_images" "${data}/ch4_training_localization_transcription_gt"
+# Seven good images (the three of testdata, copied) and one that does not decode: four per rank.
+i=1
+for copy in a b c; do
+  for n in 1 2 10; do
+    [[ ${i} -le 7 ]] || break
+    cp testdata/icdar2015/ch4_training_images/img_${n}.jpg "${data}/ch4_training_images/img_${i}.jpg"
+    cp testdata/icdar2015/ch4_training_localization_transcription_gt/gt_img_${n}.txt \
+      "${data}/ch4_training_localization_transcription_gt/gt_img_${i}.txt"
+    i=$((i + 1))
+  done
+done
+cp testdata/icdar2015/bad/undecodable/images/img_1.jpg "${data}/ch4_training_images/img_8.jpg"
+cp testdata/icdar2015/bad/undecodable/gt/gt_img_1.txt \
+  "${data}/ch4_training_localization_transcription_gt/gt_img_8.txt"
+
+train() {  # train <log> <extra override>...
+  local log="$1"
+  shift
+  distributed/launch/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
+    --override="train_data { dataset { options { [type.googleapis.com/vision.data.datasets.ICDAR2015Options] { root: \"${data}\" } } } }" \
+    --override="train_data { loader { on_bad_sample: SKIP } }" \
+    --override="train { max_steps: 4 }" \
+    --override="checkpoint { output_dir: \"${TEST_TMPDIR}/$(basename "${log}" .log)\" every_n_steps: 4 }" \
+    "$@" >"${log}" 2>&1
+}
+
+# One epoch of 4 steps (4 images per rank, batch 1): every image is seen once.
+train "${TEST_TMPDIR}/skip.log" --override="train_data { loader { max_bad_sample_fraction: 0.5 } }"
+cat "${TEST_TMPDIR}/skip.log"
+grep -q "warning: skipping bad sample [0-9]* of epoch 0: .*img_8.jpg" "${TEST_TMPDIR}/skip.log"
+grep -q "^\[rank 0\]: step 4/4 .*  skipped 1 bad sample$" "${TEST_TMPDIR}/skip.log"
+grep -q "^\[rank 0\]: trained 4 steps in .*  skipped 1 bad sample$" "${TEST_TMPDIR}/skip.log"
+
+# The default share: the rank with the bad image stops, naming it; the launcher fails the job.
+if train "${TEST_TMPDIR}/too_many.log"; then
+  cat "${TEST_TMPDIR}/too_many.log"
+  echo "training went on with 1 bad sample of 4 under max_bad_sample_fraction 0.01"
+  exit 1
+fi
+cat "${TEST_TMPDIR}/too_many.log"
+grep -q "1 of the 4 samples of this rank's share of epoch 0 are bad, more than loader.max_bad_sample_fraction (0.01)" \
+  "${TEST_TMPDIR}/too_many.log"
+grep -q "sample [0-9]*: .*img_8.jpg" "${TEST_TMPDIR}/too_many.log"
+echo "PASS"

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A rank that stops responding mid-training (SIGSTOP) makes the other rank fail within
+# distributed.timeout_seconds with a message naming the stalled rank (the peer watchdog,
+# distributed/process_group/peer_watchdog.h), and the launcher then stops the whole group, the
+# stopped process included (--max_restarts=0), or restarts it and the run finishes
+# (--max_restarts=1). The tiny two-process DBNet of dbnet_two_process_test, timeout 4 s.
+set -euo pipefail
+config=testdata/configs/dbnet_smoke.pbtxt
+
+# start <name> <max_steps> <max_restarts>: the launcher in the background; sets launcher_pid.
+start() {
+  local name="$1" steps="$2" restarts="$3"
+  distributed/launch/launch --nproc_per_node=2 --master_port=0 --max_restarts="${restarts}" -- \
+    tools/train --config="${config}" \
+    --override="checkpoint { output_dir: \"${TEST_TMPDIR}/${name}\" every_n_steps: 5 }" \
+    --override="train { max_steps: ${steps} }" \
+    --override="distributed { timeout_seconds: 4 }" \
+    --override="evaluation { every_n_steps: 0 }" >"${TEST_TMPDIR}/${name}.log" 2>&1 &
+  launcher_pid=$!
+}
+
+worker_pid() {
+  local pid
+  for pid in $(pgrep -P "${launcher_pid}"); do
+    if tr '\0' '\n' <"/proc/${pid}/environ" 2>/dev/null | grep -qx "RANK=$1"; then
+      echo "${pid}"
+      return 0
+    fi
+  done
+  return 1
+}
+
+wait_for() {  # <pattern> <log>
+  local deadline=$((SECONDS + 60))
+  until grep -q "$1" "$2"; do
+    if ((SECONDS > deadline)) || ! kill -0 "${launcher_pid}" 2>/dev/null; then
+      echo "never saw '$1' in $2:"
+      cat "$2"
+      exit 1
+    fi
+    sleep 0.05
+  done
+}
+
+# Waits for the launcher, at most 60 s (a hang fails the test instead of timing it out).
+wait_launcher() {
+  local deadline=$((SECONDS + 60))
+  while kill -0 "${launcher_pid}" 2>/dev/null; do
+    if ((SECONDS > deadline)); then
+      echo "the launcher did not exit 60 s after the stall"
+      kill -KILL "${launcher_pid}"
+      exit 1
+    fi
+    sleep 0.1
+  done
+  rc=0
+  wait "${launcher_pid}" || rc=$?
+}
+
+# 1. Rank 1 stops; no restarts: rank 0 names rank 1, the launcher stops everything, exits 1.
+start stop 1000 0
+wait_for "^\[rank 0\]: step 2/" "${TEST_TMPDIR}/stop.log"
+stalled=$(worker_pid 1)
+kill -STOP "${stalled}"
+stopped_at=${SECONDS}
+wait_launcher
+cat "${TEST_TMPDIR}/stop.log"
+echo "launcher exit ${rc}, $((SECONDS - stopped_at)) s after the SIGSTOP"
+[[ ${rc} -eq 1 ]]
+grep -q "^\[rank 0\]: error: rank 0: rank 1 (silent for [0-9.]* s) stopped responding" \
+  "${TEST_TMPDIR}/stop.log"
+grep -q "^launch: rank 0 (local_rank 0, pid [0-9]*) exited with code 75" "${TEST_TMPDIR}/stop.log"
+grep -q "worker group failed and no restarts are left" "${TEST_TMPDIR}/stop.log"
+# The stopped worker is gone, not left behind stopped.
+if kill -0 "${stalled}" 2>/dev/null; then
+  echo "the stopped rank ${stalled} is still there"
+  exit 1
+fi
+
+# 2. Rank 0 (which hosts the store) stops; one restart: rank 1 names rank 0, the launcher
+# restarts the group and the run finishes.
+start restart 6 1
+wait_for "^\[rank 0\]: step 2/" "${TEST_TMPDIR}/restart.log"
+stalled=$(worker_pid 0)
+kill -STOP "${stalled}"
+wait_launcher
+cat "${TEST_TMPDIR}/restart.log"
+[[ ${rc} -eq 0 ]]
+grep -q "^\[rank 1\]: error: rank 1: the job's store at 127.0.0.1:[0-9]*, hosted by rank 0, has not answered" \
+  "${TEST_TMPDIR}/restart.log"
+grep -q "^launch: restarting the local worker group (restart 1 of 1," "${TEST_TMPDIR}/restart.log"
+grep -q "^\[rank 0\]: step 6/6" "${TEST_TMPDIR}/restart.log"
+if kill -0 "${stalled}" 2>/dev/null; then
+  echo "the stopped rank ${stalled} is still there"
+  exit 1
+fi
+echo "PASS"
