@@ -591,9 +591,13 @@ class StorageLoader {
       // Compared by division: numel * element_size may overflow.
       if (storage.numel < 0 || size % element_size != 0 ||
           static_cast<uint64_t>(storage.numel) != size / element_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where(), " has ", size, " bytes, expected ", storage.numel, " ",
-                         c10::toString(storage.dtype), " elements of ", element_size, " bytes"));
+        const std::string expected =
+            storage.numel >= 0 && static_cast<uint64_t>(storage.numel) <= SIZE_MAX / element_size
+                ? absl::StrCat(static_cast<uint64_t>(storage.numel) * element_size)
+                : std::string("an impossible size");
+        return absl::InvalidArgumentError(absl::StrCat(where(), " has ", size, " bytes, expected ",
+                                                       expected, " for ", storage.numel, " ",
+                                                       c10::toString(storage.dtype), " elements"));
       }
       if (size > archive_size_) {
         return absl::InvalidArgumentError(absl::StrCat(
