@@ -1,8 +1,8 @@
 #include "core/run_length_mask.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -13,8 +13,8 @@ namespace vision::core {
 
 absl::StatusOr<cv::Mat> DecodeRle(const RunLengthMask& rle) {
   if (rle.height <= 0 || rle.width <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("RLE mask has size ", rle.height, "x",
-                                                   rle.width, "; both sides must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat("RLE mask has size ", rle.height, "x", rle.width,
+                                                   "; both sides must be positive"));
   }
   const int64_t total = static_cast<int64_t>(rle.height) * rle.width;
   // Decode column-major into the transpose (W rows of H), whose memory order is the RLE's.
@@ -59,7 +59,6 @@ RunLengthMask EncodeRle(const cv::Mat& mask) {
   rle.counts.push_back(run);
   return rle;
 }
-
 
 namespace {
 
@@ -173,6 +172,14 @@ RunLengthMask RleFromPolygonCoordinates(const std::vector<double>& xy, int heigh
       std::swap(xs, xe);
       std::swap(ys, ye);
     }
+    if (dx == 0 && dy == 0) {
+      // A repeated vertex. The C code divides 0 by 0 here and converts the NaN to int
+      // (undefined behaviour; INT_MIN on x86); that point's v is never read, since its u equals
+      // both neighbours', so the vertex itself gives the same mask.
+      u.push_back(xs);
+      v.push_back(ys);
+      continue;
+    }
     const double s =
         dx >= dy ? static_cast<double>(ye - ys) / dx : static_cast<double>(xe - xs) / dy;
     if (dx >= dy) {
@@ -265,8 +272,7 @@ RunLengthMask RleUnion(const RunLengthMask& a, const RunLengthMask& b) {
   return out;
 }
 
-RunLengthMask RleFromPolygons(const std::vector<Polygon>& polygons, int height,
-                                    int width) {
+RunLengthMask RleFromPolygons(const std::vector<Polygon>& polygons, int height, int width) {
   RunLengthMask mask;
   for (const Polygon& polygon : polygons) {
     mask = RleUnion(mask, RleFromPolygon(polygon, height, width));

@@ -115,7 +115,9 @@ TEST(TensorBoardWriterTest, GrayscaleImageHasColorspaceOne) {
   auto records = ReadTfRecords((*writer)->path());
   ASSERT_TRUE(records.ok()) << records.status();
   ASSERT_EQ(records->size(), 2u);
-  const Summary::Image& image = ParseEvent((*records)[1]).summary().value(0).image();
+  // The event is kept: a reference into a temporary Event dangles (ASan: heap-use-after-free).
+  const Event event = ParseEvent((*records)[1]);
+  const Summary::Image& image = event.summary().value(0).image();
   EXPECT_EQ(image.colorspace(), 1);
   EXPECT_EQ(image.height(), 3);
   EXPECT_EQ(image.width(), 4);

@@ -1,20 +1,24 @@
 #include "models/backbones/torchvision_import.h"
 
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <torch/nn/module.h>
+#include <torch/utils.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <ATen/ATen.h>
-#include <c10/util/Exception.h>
-#include <caffe2/serialize/inline_container.h>
-#include <torch/nn/module.h>
-#include <torch/utils.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,17 +38,27 @@ using ValuePtr = std::shared_ptr<Value>;
 
 struct Value {
   enum class Kind {
-    kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage, kTensor
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kTuple,
+    kList,
+    kDict,
+    kGlobal,
+    kStorage,
+    kTensor
   };
 
   explicit Value(Kind k) : kind(k) {}
 
   Kind kind;
-  int64_t integer = 0;  // kBool, kInt
-  double number = 0;    // kFloat
-  std::string text;     // kString; "module.name" for kGlobal
-  std::vector<ValuePtr> items;                          // kTuple, kList
-  std::vector<std::pair<ValuePtr, ValuePtr>> entries;   // kDict, in insertion order
+  int64_t integer = 0;                                 // kBool, kInt
+  double number = 0;                                   // kFloat
+  std::string text;                                    // kString; "module.name" for kGlobal
+  std::vector<ValuePtr> items;                         // kTuple, kList
+  std::vector<std::pair<ValuePtr, ValuePtr>> entries;  // kDict, in insertion order
   // kStorage: the archive record data/<record> holding `numel` elements of `dtype`.
   std::string record;
   at::ScalarType dtype = at::kFloat;
@@ -58,17 +72,28 @@ struct Value {
 
 const char* KindName(Value::Kind kind) {
   switch (kind) {
-    case Value::Kind::kNone: return "None";
-    case Value::Kind::kBool: return "bool";
-    case Value::Kind::kInt: return "int";
-    case Value::Kind::kFloat: return "float";
-    case Value::Kind::kString: return "str";
-    case Value::Kind::kTuple: return "tuple";
-    case Value::Kind::kList: return "list";
-    case Value::Kind::kDict: return "dict";
-    case Value::Kind::kGlobal: return "class or function";
-    case Value::Kind::kStorage: return "storage";
-    case Value::Kind::kTensor: return "tensor";
+    case Value::Kind::kNone:
+      return "None";
+    case Value::Kind::kBool:
+      return "bool";
+    case Value::Kind::kInt:
+      return "int";
+    case Value::Kind::kFloat:
+      return "float";
+    case Value::Kind::kString:
+      return "str";
+    case Value::Kind::kTuple:
+      return "tuple";
+    case Value::Kind::kList:
+      return "list";
+    case Value::Kind::kDict:
+      return "dict";
+    case Value::Kind::kGlobal:
+      return "class or function";
+    case Value::Kind::kStorage:
+      return "storage";
+    case Value::Kind::kTensor:
+      return "tensor";
   }
   return "?";
 }
@@ -78,11 +103,11 @@ ValuePtr MakeValue(Value::Kind kind) { return std::make_shared<Value>(kind); }
 // torch.save names a storage's element type by its legacy class, e.g. torch.FloatStorage.
 bool StorageDtype(const std::string& global, at::ScalarType* dtype) {
   static const auto* const kTypes = new std::map<std::string, at::ScalarType>{
-      {"torch.FloatStorage", at::kFloat},     {"torch.DoubleStorage", at::kDouble},
-      {"torch.HalfStorage", at::kHalf},       {"torch.BFloat16Storage", at::kBFloat16},
-      {"torch.LongStorage", at::kLong},       {"torch.IntStorage", at::kInt},
-      {"torch.ShortStorage", at::kShort},     {"torch.CharStorage", at::kChar},
-      {"torch.ByteStorage", at::kByte},       {"torch.BoolStorage", at::kBool},
+      {"torch.FloatStorage", at::kFloat},  {"torch.DoubleStorage", at::kDouble},
+      {"torch.HalfStorage", at::kHalf},    {"torch.BFloat16Storage", at::kBFloat16},
+      {"torch.LongStorage", at::kLong},    {"torch.IntStorage", at::kInt},
+      {"torch.ShortStorage", at::kShort},  {"torch.CharStorage", at::kChar},
+      {"torch.ByteStorage", at::kByte},    {"torch.BoolStorage", at::kBool},
       {"torch.UntypedStorage", at::kByte},
   };
   auto it = kTypes->find(global);
@@ -96,6 +121,18 @@ bool StorageDtype(const std::string& global, at::ScalarType* dtype) {
 class Unpickler {
  public:
   Unpickler(absl::string_view data, std::string where) : data_(data), where_(std::move(where)) {}
+
+  // Values can form cycles (a list appended to itself through the memo) and chains of any
+  // depth; freeing them through their shared pointers would leak the cycles and recurse once
+  // per level. Every value is owned by all_ as well, so dropping the links first frees each
+  // value on its own. Values returned by Run() stay valid until the Unpickler is destroyed.
+  ~Unpickler() {
+    for (const ValuePtr& value : all_) {
+      value->items.clear();
+      value->entries.clear();
+      value->storage.reset();
+    }
+  }
 
   absl::StatusOr<ValuePtr> Run() {
     while (true) {
@@ -146,7 +183,7 @@ class Unpickler {
     VISION_RETURN_IF_ERROR(Need(length_bytes));
     const uint64_t length = ReadUnsigned(length_bytes);
     VISION_RETURN_IF_ERROR(Need(length));
-    ValuePtr value = MakeValue(Value::Kind::kString);
+    ValuePtr value = New(Value::Kind::kString);
     value->text = std::string(data_.substr(pos_, length));
     pos_ += length;
     stack_.push_back(std::move(value));
@@ -154,7 +191,7 @@ class Unpickler {
   }
 
   void PushInt(int64_t integer) {
-    ValuePtr value = MakeValue(Value::Kind::kInt);
+    ValuePtr value = New(Value::Kind::kInt);
     value->integer = integer;
     stack_.push_back(std::move(value));
   }
@@ -183,7 +220,7 @@ class Unpickler {
   }
 
   absl::Status PushTuple(std::vector<ValuePtr> items) {
-    ValuePtr tuple = MakeValue(Value::Kind::kTuple);
+    ValuePtr tuple = New(Value::Kind::kTuple);
     tuple->items = std::move(items);
     stack_.push_back(std::move(tuple));
     return absl::OkStatus();
@@ -192,8 +229,7 @@ class Unpickler {
   absl::Status AddItems(const ValuePtr& target, const std::vector<ValuePtr>& items, bool pairs) {
     if (pairs) {
       if (target->kind != Value::Kind::kDict) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("SETITEM(S) on a ", KindName(target->kind)));
+        return absl::InvalidArgumentError(absl::StrCat("SETITEM(S) on a ", KindName(target->kind)));
       }
       if (items.size() % 2 != 0) return absl::InvalidArgumentError("odd SETITEMS");
       for (size_t i = 0; i < items.size(); i += 2) {
@@ -224,7 +260,7 @@ class Unpickler {
   }
 
   absl::Status PushGlobal(std::string module, std::string name) {
-    ValuePtr global = MakeValue(Value::Kind::kGlobal);
+    ValuePtr global = New(Value::Kind::kGlobal);
     global->text = absl::StrCat(module, ".", name);
     stack_.push_back(std::move(global));
     return absl::OkStatus();
@@ -233,14 +269,13 @@ class Unpickler {
   // ('storage', torch.FloatStorage, '<record>', '<location>', numel)
   absl::Status PersistentLoad(const ValuePtr& pid) {
     const auto& p = pid->items;
-    if (pid->kind != Value::Kind::kTuple || p.size() < 5 ||
-        p[0]->kind != Value::Kind::kString || p[0]->text != "storage" ||
-        p[1]->kind != Value::Kind::kGlobal || p[2]->kind != Value::Kind::kString ||
-        p[4]->kind != Value::Kind::kInt) {
+    if (pid->kind != Value::Kind::kTuple || p.size() < 5 || p[0]->kind != Value::Kind::kString ||
+        p[0]->text != "storage" || p[1]->kind != Value::Kind::kGlobal ||
+        p[2]->kind != Value::Kind::kString || p[4]->kind != Value::Kind::kInt) {
       return absl::InvalidArgumentError(
           "unsupported persistent id; only torch.save storages are understood");
     }
-    ValuePtr storage = MakeValue(Value::Kind::kStorage);
+    ValuePtr storage = New(Value::Kind::kStorage);
     if (!StorageDtype(p[1]->text, &storage->dtype)) {
       return absl::InvalidArgumentError(
           absl::StrCat("unsupported storage type '", p[1]->text, "'"));
@@ -275,7 +310,7 @@ class Unpickler {
     if (name == "collections.OrderedDict") {
       // Keys and values follow as SETITEMS; a non-empty argument is not what torch.save writes.
       if (!a.empty()) return absl::InvalidArgumentError("OrderedDict with constructor arguments");
-      stack_.push_back(MakeValue(Value::Kind::kDict));
+      stack_.push_back(New(Value::Kind::kDict));
       return absl::OkStatus();
     }
     if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
@@ -283,7 +318,7 @@ class Unpickler {
       if (a.size() < 4 || a[0]->kind != Value::Kind::kStorage || a[1]->kind != Value::Kind::kInt) {
         return absl::InvalidArgumentError(absl::StrCat("malformed arguments to ", name));
       }
-      ValuePtr tensor = MakeValue(Value::Kind::kTensor);
+      ValuePtr tensor = New(Value::Kind::kTensor);
       tensor->storage = a[0];
       tensor->offset = a[1]->integer;
       VISION_RETURN_IF_ERROR(IntTuple(a[2], &tensor->sizes));
@@ -318,11 +353,11 @@ class Unpickler {
         pos_ += 8;
         return absl::OkStatus();
       case 'N':
-        stack_.push_back(MakeValue(Value::Kind::kNone));
+        stack_.push_back(New(Value::Kind::kNone));
         return absl::OkStatus();
-      case 0x88:  // NEWTRUE
+      case 0x88:    // NEWTRUE
       case 0x89: {  // NEWFALSE
-        ValuePtr value = MakeValue(Value::Kind::kBool);
+        ValuePtr value = New(Value::Kind::kBool);
         value->integer = op == 0x88;
         stack_.push_back(std::move(value));
         return absl::OkStatus();
@@ -354,7 +389,7 @@ class Unpickler {
         uint64_t bits = 0;
         for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<uint8_t>(data_[pos_ + i]);
         pos_ += 8;
-        ValuePtr value = MakeValue(Value::Kind::kFloat);
+        ValuePtr value = New(Value::Kind::kFloat);
         std::memcpy(&value->number, &bits, sizeof(bits));
         stack_.push_back(std::move(value));
         return absl::OkStatus();
@@ -369,8 +404,8 @@ class Unpickler {
         return PushString(8);
       case ')':
         return PushTuple({});
-      case 0x85:  // TUPLE1
-      case 0x86:  // TUPLE2
+      case 0x85:    // TUPLE1
+      case 0x86:    // TUPLE2
       case 0x87: {  // TUPLE3
         const size_t n = op - 0x84;
         VISION_RETURN_IF_ERROR(NeedStack(n));
@@ -383,25 +418,25 @@ class Unpickler {
         return PushTuple(std::move(items));
       }
       case ']':
-        stack_.push_back(MakeValue(Value::Kind::kList));
+        stack_.push_back(New(Value::Kind::kList));
         return absl::OkStatus();
       case 'l': {  // LIST
         VISION_ASSIGN_OR_RETURN(std::vector<ValuePtr> items, PopToMark());
-        ValuePtr list = MakeValue(Value::Kind::kList);
+        ValuePtr list = New(Value::Kind::kList);
         list->items = std::move(items);
         stack_.push_back(std::move(list));
         return absl::OkStatus();
       }
       case '}':
-        stack_.push_back(MakeValue(Value::Kind::kDict));
+        stack_.push_back(New(Value::Kind::kDict));
         return absl::OkStatus();
       case 'd': {  // DICT
         VISION_ASSIGN_OR_RETURN(std::vector<ValuePtr> items, PopToMark());
-        ValuePtr dict = MakeValue(Value::Kind::kDict);
+        ValuePtr dict = New(Value::Kind::kDict);
         stack_.push_back(dict);
         return AddItems(dict, items, /*pairs=*/true);
       }
-      case 'a':  // APPEND
+      case 'a':    // APPEND
       case 's': {  // SETITEM
         const size_t n = op == 'a' ? 1 : 2;
         VISION_RETURN_IF_ERROR(NeedStack(n + 1));
@@ -485,8 +520,14 @@ class Unpickler {
     }
   }
 
+  ValuePtr New(Value::Kind kind) {
+    all_.push_back(MakeValue(kind));
+    return all_.back();
+  }
+
   absl::string_view data_;
   std::string where_;
+  std::vector<ValuePtr> all_;
   size_t pos_ = 0;
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
@@ -496,21 +537,32 @@ class Unpickler {
 // Reads the storages of an archive, each once, as flat tensors.
 class StorageLoader {
  public:
-  StorageLoader(caffe2::serialize::PyTorchStreamReader* reader, std::string path)
-      : reader_(reader), path_(std::move(path)) {}
+  StorageLoader(caffe2::serialize::PyTorchStreamReader* reader, std::string path,
+                uint64_t archive_size)
+      : reader_(reader), path_(std::move(path)), archive_size_(archive_size) {}
 
   absl::StatusOr<at::Tensor> Materialize(const Value& tensor, const std::string& key) {
     const Value& storage = *tensor.storage;
     VISION_ASSIGN_OR_RETURN(at::Tensor flat, Load(storage, key));
-    // Check the view lies inside its storage before as_strided, which would not.
+    // Check the view lies inside its storage before as_strided, which would not. Products are
+    // checked for overflow: a hostile file can give any 64-bit size or stride.
     int64_t last = tensor.offset;
+    int64_t numel = 1;
+    bool overflow = false;
     for (size_t d = 0; d < tensor.sizes.size(); ++d) {
       if (tensor.sizes[d] < 0 || tensor.strides[d] < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "file '", path_, "': key '", key, "': negative tensor size or stride"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("file '", path_, "': key '", key, "': negative tensor size or stride"));
       }
       if (tensor.sizes[d] == 0) return at::empty(tensor.sizes, flat.options());
-      last += (tensor.sizes[d] - 1) * tensor.strides[d];
+      int64_t reach = 0;
+      overflow |= __builtin_mul_overflow(tensor.sizes[d] - 1, tensor.strides[d], &reach);
+      overflow |= __builtin_add_overflow(last, reach, &last);
+      overflow |= __builtin_mul_overflow(numel, tensor.sizes[d], &numel);
+    }
+    if (overflow) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "file '", path_, "': key '", key, "': tensor sizes and strides overflow 64 bits"));
     }
     if (tensor.offset < 0 || last >= storage.numel) {
       return absl::InvalidArgumentError(
@@ -522,37 +574,50 @@ class StorageLoader {
 
  private:
   absl::StatusOr<at::Tensor> Load(const Value& storage, const std::string& key) {
-    auto it = loaded_.find(storage.record);
-    if (it != loaded_.end()) return it->second;
+    // Keyed by record and element type: tensors of two dtypes may share one storage.
+    const std::string cache_key = absl::StrCat(storage.record, "/", c10::toString(storage.dtype));
+    auto it = loaded_.find(cache_key);
+    if (it != loaded_.end() && it->second.numel() == storage.numel) return it->second;
     const std::string record = absl::StrCat("data/", storage.record);
     const auto where = [&] {
       return absl::StrCat("file '", path_, "': key '", key, "': record '", record, "'");
     };
-    if (!reader_->hasRecord(record)) {
-      return absl::InvalidArgumentError(absl::StrCat(where(), " is missing from the archive"));
-    }
-    at::DataPtr data;
-    size_t size = 0;
     try {
-      std::tie(data, size) = reader_->getRecord(record);
+      if (!reader_->hasRecord(record)) {
+        return absl::InvalidArgumentError(absl::StrCat(where(), " is missing from the archive"));
+      }
+      const size_t size = reader_->getRecordSize(record);
+      const size_t element_size = c10::elementSize(storage.dtype);
+      // Compared by division: numel * element_size may overflow.
+      if (storage.numel < 0 || size % element_size != 0 ||
+          static_cast<uint64_t>(storage.numel) != size / element_size) {
+        const std::string expected =
+            storage.numel >= 0 && static_cast<uint64_t>(storage.numel) <= SIZE_MAX / element_size
+                ? absl::StrCat(static_cast<uint64_t>(storage.numel) * element_size)
+                : std::string("an impossible size");
+        return absl::InvalidArgumentError(absl::StrCat(where(), " has ", size, " bytes, expected ",
+                                                       expected, " for ", storage.numel, " ",
+                                                       c10::toString(storage.dtype), " elements"));
+      }
+      if (size > archive_size_) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where(), " declares ", size, " bytes, more than the archive's ", archive_size_,
+            " (a compressed or corrupt archive; torch.save writes records uncompressed)"));
+      }
+      // Allocated only now that the size is known to be backed by the archive.
+      at::Tensor flat = at::empty({storage.numel}, at::TensorOptions().dtype(storage.dtype));
+      if (size > 0) reader_->getRecord(record, flat.data_ptr(), size);
+      loaded_.insert_or_assign(cache_key, flat);
+      return flat;
     } catch (const c10::Error& e) {
       return absl::InvalidArgumentError(
           absl::StrCat(where(), " is unreadable: ", e.what_without_backtrace()));
     }
-    const size_t expected = static_cast<size_t>(storage.numel) * c10::elementSize(storage.dtype);
-    if (storage.numel < 0 || size != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(where(), " has ", size, " bytes, expected ",
-                                                     expected, " for ", storage.numel, " ",
-                                                     c10::toString(storage.dtype), " elements"));
-    }
-    at::Tensor flat = at::empty({storage.numel}, at::TensorOptions().dtype(storage.dtype));
-    if (size > 0) std::memcpy(flat.data_ptr(), data.get(), size);
-    loaded_.emplace(storage.record, flat);
-    return flat;
   }
 
   caffe2::serialize::PyTorchStreamReader* reader_;
   std::string path_;
+  uint64_t archive_size_;
   std::map<std::string, at::Tensor> loaded_;
 };
 
@@ -568,52 +633,82 @@ bool IsNumBatchesTracked(const std::string& key) {
 
 }  // namespace
 
-absl::StatusOr<StateDict> ReadTorchStateDict(const std::string& path) {
-  {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-      return absl::NotFoundError(
-          absl::StrCat("weights file '", path, "' does not exist or is not readable"));
-    }
-    // Before PyTorch 1.6 torch.save wrote a bare pickle stream (starting with PROTO 2).
-    char head[2] = {0, 0};
-    file.read(head, 2);
-    if (file.gcount() == 2 && static_cast<uint8_t>(head[0]) == 0x80 && head[1] == 0x02) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "weights file '", path,
-          "' uses the legacy torch.save format of PyTorch < 1.6; re-save it in Python with "
-          "torch.save(torch.load(p), p) using PyTorch >= 1.6"));
-    }
+namespace {
+
+// Reads the archive from a buffer; reads outside it return fewer bytes (the zip reader then
+// reports a truncated archive) instead of copying from past its end.
+class BufferReadAdapter final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BufferReadAdapter(absl::string_view data) : data_(data) {}
+  size_t size() const override { return data_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* what = "") const override {
+    if (pos >= data_.size()) return 0;
+    const size_t count = std::min<uint64_t>(n, data_.size() - pos);
+    std::memcpy(buf, data_.data() + pos, count);
+    return count;
   }
+
+ private:
+  absl::string_view data_;
+};
+
+bool IsLegacyFormat(absl::string_view head) {
+  return head.size() >= 2 && static_cast<uint8_t>(head[0]) == 0x80 && head[1] == 0x02;
+}
+
+absl::Status LegacyFormatError(const std::string& path) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "weights file '", path,
+      "' uses the legacy torch.save format of PyTorch < 1.6; re-save it in Python with "
+      "torch.save(torch.load(p), p) using PyTorch >= 1.6"));
+}
+
+// Parses an opened archive of `archive_size` bytes. No record larger than the archive is read:
+// torch.save stores records uncompressed, and a hostile file could otherwise declare a huge
+// size that is allocated before it fails.
+absl::StatusOr<StateDict> ReadArchive(
+    const std::function<std::unique_ptr<caffe2::serialize::PyTorchStreamReader>()>& open,
+    const std::string& path, uint64_t archive_size) {
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
-  at::DataPtr pickle;
-  size_t pickle_size = 0;
+  std::string pickle;
+  const auto check_size = [&](const std::string& record) -> absl::Status {
+    const size_t size = reader->getRecordSize(record);
+    if (size > archive_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weights file '", path, "': record '", record, "' declares ", size,
+          " bytes, more than the archive's ", archive_size,
+          " (a compressed or corrupt archive; torch.save writes records uncompressed)"));
+    }
+    return absl::OkStatus();
+  };
   try {
-    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+    reader = open();
     if (!reader->hasRecord("data.pkl")) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "weights file '", path, "' is a PyTorch archive without data.pkl (a TorchScript module "
+          "weights file '", path,
+          "' is a PyTorch archive without data.pkl (a TorchScript module "
           "or torch.package?); save the state dict with torch.save(model.state_dict(), p)"));
     }
     if (reader->hasRecord("byteorder")) {
+      VISION_RETURN_IF_ERROR(check_size("byteorder"));
       auto [order, order_size] = reader->getRecord("byteorder");
       const std::string byteorder(static_cast<const char*>(order.get()), order_size);
       if (byteorder != "little") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "weights file '", path, "' was saved with byte order '", byteorder,
-            "'; only little-endian files are supported"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("weights file '", path, "' was saved with byte order '", byteorder,
+                         "'; only little-endian files are supported"));
       }
     }
-    std::tie(pickle, pickle_size) = reader->getRecord("data.pkl");
+    VISION_RETURN_IF_ERROR(check_size("data.pkl"));
+    pickle.resize(reader->getRecordSize("data.pkl"));
+    reader->getRecord("data.pkl", pickle.data(), pickle.size());
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("weights file '", path,
-                                                   "' is not a readable torch.save zip archive: ",
-                                                   e.what_without_backtrace()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights file '", path,
+                     "' is not a readable torch.save zip archive: ", e.what_without_backtrace()));
   }
 
-  Unpickler unpickler(
-      absl::string_view(static_cast<const char*>(pickle.get()), pickle_size),
-      absl::StrCat("weights file '", path, "': data.pkl"));
+  Unpickler unpickler(pickle, absl::StrCat("weights file '", path, "': data.pkl"));
   VISION_ASSIGN_OR_RETURN(ValuePtr root, unpickler.Run());
   if (root->kind != Value::Kind::kDict) {
     return absl::InvalidArgumentError(
@@ -621,7 +716,7 @@ absl::StatusOr<StateDict> ReadTorchStateDict(const std::string& path) {
                      ", not a state dict; save it with torch.save(model.state_dict(), p)"));
   }
 
-  StorageLoader storages(reader.get(), path);
+  StorageLoader storages(reader.get(), path, archive_size);
   StateDict state;
   std::set<std::string> seen;
   for (const auto& [key, value] : root->entries) {
@@ -643,6 +738,37 @@ absl::StatusOr<StateDict> ReadTorchStateDict(const std::string& path) {
     state.emplace_back(key->text, std::move(tensor));
   }
   return state;
+}
+
+}  // namespace
+
+absl::StatusOr<StateDict> ReadTorchStateDict(const std::string& path) {
+  std::error_code error;
+  const uint64_t archive_size = std::filesystem::file_size(path, error);
+  {
+    std::ifstream file(path, std::ios::binary);
+    if (!file || error) {
+      return absl::NotFoundError(
+          absl::StrCat("weights file '", path, "' does not exist or is not readable"));
+    }
+    // Before PyTorch 1.6 torch.save wrote a bare pickle stream (starting with PROTO 2).
+    char head[2] = {0, 0};
+    file.read(head, 2);
+    if (IsLegacyFormat(absl::string_view(head, file.gcount()))) return LegacyFormatError(path);
+  }
+  return ReadArchive([&] { return std::make_unique<caffe2::serialize::PyTorchStreamReader>(path); },
+                     path, archive_size);
+}
+
+absl::StatusOr<StateDict> ReadTorchStateDictFromBuffer(absl::string_view data,
+                                                       const std::string& name) {
+  if (IsLegacyFormat(data)) return LegacyFormatError(name);
+  return ReadArchive(
+      [&] {
+        return std::make_unique<caffe2::serialize::PyTorchStreamReader>(
+            std::make_shared<BufferReadAdapter>(data));
+      },
+      name, data.size());
 }
 
 std::string ImportReport::ToString() const {
@@ -695,9 +821,9 @@ absl::StatusOr<ImportReport> LoadStateDict(const StateDict& state, torch::nn::Mo
     }
   }
   if (strict && !report.complete()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(source, " does not match the module (strict loading; nothing was copied): ",
-                     report.ToString()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        source,
+        " does not match the module (strict loading; nothing was copied): ", report.ToString()));
   }
   try {
     torch::NoGradGuard no_grad;

@@ -21,14 +21,15 @@
 #ifndef VISION_MODELS_BACKBONES_TORCHVISION_IMPORT_H_
 #define VISION_MODELS_BACKBONES_TORCHVISION_IMPORT_H_
 
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <ATen/ATen.h>
-#include <torch/nn/module.h>
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace vision::models::backbones {
 
@@ -38,6 +39,13 @@ using StateDict = std::vector<std::pair<std::string, at::Tensor>>;
 // Reads the state dict (a dict or OrderedDict of CPU tensors) stored in a torch.save zip file.
 // Errors name the file and, for a bad tensor, its key.
 absl::StatusOr<StateDict> ReadTorchStateDict(const std::string& path);
+
+// The same for a torch.save archive held in memory (`data` must outlive the call); `name`
+// stands for the file in messages. A hostile archive gives an error: no record larger than the
+// archive is allocated, and sizes, strides and counts are checked before use (fuzzed by
+// //tools/fuzz:torch_state_dict_fuzzer).
+absl::StatusOr<StateDict> ReadTorchStateDictFromBuffer(absl::string_view data,
+                                                       const std::string& name);
 
 // What LoadStateDict did. Keys are full state-dict names ("layer1.0.bn1.running_mean").
 struct ImportReport {

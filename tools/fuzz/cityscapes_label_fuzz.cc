@@ -1,0 +1,54 @@
+// Fuzzes the Cityscapes label checks: the input is decoded as the dataset decodes a label map
+// (cv::imdecode, IMREAD_UNCHANGED: any depth and channel count), then checked and mapped by
+// ToTrainIds as label ids and as train ids. Accepted maps must come back as single-channel
+// 8-bit train ids 0..18 or 255.
+#include <cstddef>
+#include <cstdint>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <vector>
+
+#include "data/datasets/cityscapes/cityscapes_dataset.h"
+#include "data/datasets/cityscapes/cityscapes_labels.h"
+#include "tools/fuzz/fuzz_util.h"
+
+namespace {
+
+void Check(const cv::Mat& label_map) {
+  using namespace vision::data::datasets::cityscapes;
+  for (LabelType type : {LabelType::kLabelIds, LabelType::kLabelTrainIds}) {
+    auto train_ids = ToTrainIds(label_map, type, "fuzz_gtFine_labelIds.png");
+    if (!train_ids.ok()) {
+      VISION_FUZZ_CHECK(!train_ids.status().message().empty());
+      continue;
+    }
+    VISION_FUZZ_CHECK(train_ids->type() == CV_8UC1 && train_ids->size() == label_map.size());
+    for (int y = 0; y < train_ids->rows; ++y) {
+      for (int x = 0; x < train_ids->cols; ++x) {
+        const uint8_t id = train_ids->at<uint8_t>(y, x);
+        VISION_FUZZ_CHECK(id < kNumTrainClasses || id == kIgnoreTrainId);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // The raw bytes as a small 8-bit map as well, so the checks see every byte value directly.
+  if (size > 0) {
+    const int cols = static_cast<int>(size < 64 ? size : 64);
+    const int rows = static_cast<int>(size / cols);
+    cv::Mat raw(rows, cols, CV_8UC1, const_cast<uint8_t*>(data));
+    Check(raw);
+  }
+  cv::Mat decoded;
+  try {
+    decoded = cv::imdecode(cv::Mat(1, static_cast<int>(size), CV_8UC1, const_cast<uint8_t*>(data)),
+                           cv::IMREAD_UNCHANGED);
+  } catch (const cv::Exception&) {
+    return 0;  // The dataset turns this into an error naming the file.
+  }
+  if (!decoded.empty()) Check(decoded);
+  return 0;
+}
