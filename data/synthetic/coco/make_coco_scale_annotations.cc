@@ -1,8 +1,8 @@
 // Writes a COCO instances file shaped like instances_train2017.json, without images (see
 // coco_scale.h), for benchmarks/coco_load.sh:
 //
-//   bazel run //data/synthetic/coco:make_coco_scale_annotations -- \
-//       --output=/tmp/instances_train2017_shaped.json
+//   bazel run //data/synthetic/coco:make_coco_scale_annotations --
+//       --output=/tmp/instances_train2017_shaped.json   (one line)
 #include <cstdint>
 #include <iostream>
 #include <string>
