@@ -346,24 +346,34 @@ class JsonParser {
   }
 
   // --- categories ---------------------------------------------------------------------------
-  absl::Status ParseCategories(od::value value) {
+  // Walks the list `value` (the value of key `key`), calling parse_element(element, index) on
+  // each element. A syntax error ends the walk at once; the first other error is kept while the
+  // rest of the list is still walked, so that malformed JSON further on is reported first, as
+  // the former reader (which parsed the whole file before checking any field) reported it.
+  template <typename ParseElement>
+  absl::Status ParseList(od::value value, absl::string_view key, ParseElement parse_element) {
     od::json_type type{};
     VISION_RETURN_IF_ERROR(Type(value, &type));
-    if (type != od::json_type::array) return Invalid("\"categories\" is not a list");
-    od::array categories;
-    if (auto error = value.get_array().get(categories)) return Fail(error);
+    if (type != od::json_type::array) return Invalid(absl::StrCat("\"", key, "\" is not a list"));
+    od::array list;
+    if (auto error = value.get_array().get(list)) return Fail(error);
     absl::Status first_error;
     size_t i = 0;
-    for (auto element_result : categories) {
+    for (auto element_result : list) {
       od::value element;
       if (auto error = element_result.get(element)) return Fail(error);
       if (first_error.ok()) {
-        first_error = ParseCategory(element, i);
+        first_error = parse_element(element, i);
         if (IsSyntax(first_error)) return first_error;
       }
       ++i;
     }
     return first_error;
+  }
+
+  absl::Status ParseCategories(od::value value) {
+    return ParseList(value, "categories",
+                     [this](od::value& element, size_t i) { return ParseCategory(element, i); });
   }
 
   absl::Status ParseCategory(od::value& element, size_t i) {
@@ -438,23 +448,8 @@ class JsonParser {
 
   // --- images -------------------------------------------------------------------------------
   absl::Status ParseImages(od::value value) {
-    od::json_type type{};
-    VISION_RETURN_IF_ERROR(Type(value, &type));
-    if (type != od::json_type::array) return Invalid("\"images\" is not a list");
-    od::array images;
-    if (auto error = value.get_array().get(images)) return Fail(error);
-    absl::Status first_error;
-    size_t i = 0;
-    for (auto element_result : images) {
-      od::value element;
-      if (auto error = element_result.get(element)) return Fail(error);
-      if (first_error.ok()) {
-        first_error = ParseImage(element, i);
-        if (IsSyntax(first_error)) return first_error;
-      }
-      ++i;
-    }
-    return first_error;
+    return ParseList(value, "images",
+                     [this](od::value& element, size_t i) { return ParseImage(element, i); });
   }
 
   absl::Status ParseImage(od::value& element, size_t i) {
