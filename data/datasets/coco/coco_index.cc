@@ -286,6 +286,20 @@ class JsonParser {
     return status.code() == absl::StatusCode::kInternal;
   }
 
+  // Calls visit(key, value) for each field of `object`, in file order; a simdjson error, or a
+  // non-OK status from `visit` (the syntax errors that must end the walk), ends it.
+  template <typename Visit>
+  absl::Status ForEachField(od::object& object, Visit visit) {
+    for (auto field_result : object) {
+      od::field field;
+      if (auto error = std::move(field_result).get(field)) return Fail(error);
+      std::string_view key;
+      if (auto error = field.unescaped_key().get(key)) return Fail(error);
+      VISION_RETURN_IF_ERROR(visit(key, field.value()));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status ParseDocument(od::document& doc) {
     od::object root;
     {
@@ -304,23 +318,21 @@ class JsonParser {
     bool has_annotations = false;
     absl::Status categories_status;
     absl::Status images_status;
-    for (auto field_result : root) {
-      od::field field;
-      if (auto error = std::move(field_result).get(field)) return Fail(error);
-      std::string_view key;
-      if (auto error = field.unescaped_key().get(key)) return Fail(error);
-      if (key == "categories") {
-        has_categories = true;
-        categories_status = ParseCategories(field.value());
-        if (IsSyntax(categories_status)) return categories_status;
-      } else if (key == "images") {
-        has_images = true;
-        images_status = ParseImages(field.value());
-        if (IsSyntax(images_status)) return images_status;
-      } else if (key == "annotations") {
-        has_annotations = true;
-      }
-    }
+    VISION_RETURN_IF_ERROR(
+        ForEachField(root, [&](std::string_view key, od::value& value) -> absl::Status {
+          if (key == "categories") {
+            has_categories = true;
+            categories_status = ParseCategories(value);
+            if (IsSyntax(categories_status)) return categories_status;
+          } else if (key == "images") {
+            has_images = true;
+            images_status = ParseImages(value);
+            if (IsSyntax(images_status)) return images_status;
+          } else if (key == "annotations") {
+            has_annotations = true;
+          }
+          return absl::OkStatus();
+        }));
     if (!has_categories) return InFile("", Invalid("missing \"categories\""));
     VISION_RETURN_IF_ERROR(InFile("", categories_status));
     VISION_RETURN_IF_ERROR(FinishCategories());
@@ -389,27 +401,24 @@ class JsonParser {
     absl::Status id_status;
     absl::Status name_status;
     std::string_view name;
-    for (auto field_result : object) {
-      od::field field;
-      if (auto error = std::move(field_result).get(field)) return Fail(error);
-      std::string_view key;
-      if (auto error = field.unescaped_key().get(key)) return Fail(error);
-      if (key == "id") {
-        has_id = true;
-        id_status = Integer(field.value(), "\"id\"", &id);
-        if (IsSyntax(id_status)) return id_status;
-      } else if (key == "name") {
-        has_name = true;
-        od::value value = field.value();
-        const char* start = Start(value);
-        VISION_RETURN_IF_ERROR(Type(value, &type));
-        if (type == od::json_type::string) {
-          if (auto error = value.get_string().get(name)) return Fail(error);
-        } else {
-          name_status = Invalid(absl::StrCat("\"name\" is ", Excerpt(start), ", not a string"));
-        }
-      }
-    }
+    VISION_RETURN_IF_ERROR(
+        ForEachField(object, [&](std::string_view key, od::value& value) -> absl::Status {
+          if (key == "id") {
+            has_id = true;
+            id_status = Integer(value, "\"id\"", &id);
+            if (IsSyntax(id_status)) return id_status;
+          } else if (key == "name") {
+            has_name = true;
+            const char* start = Start(value);
+            VISION_RETURN_IF_ERROR(Type(value, &type));
+            if (type == od::json_type::string) {
+              if (auto error = value.get_string().get(name)) return Fail(error);
+            } else {
+              name_status = Invalid(absl::StrCat("\"name\" is ", Excerpt(start), ", not a string"));
+            }
+          }
+          return absl::OkStatus();
+        }));
     if (!has_id) return core::WithContext(where, Invalid("missing \"id\""));
     VISION_RETURN_IF_ERROR(core::WithContext(where, id_status));
     if (!has_name) return Invalid("missing \"name\"");
@@ -466,29 +475,26 @@ class JsonParser {
     std::string name_excerpt;
     std::string_view name;
     bool name_ok = false;
-    for (auto field_result : object) {
-      od::field field;
-      if (auto error = std::move(field_result).get(field)) return Fail(error);
-      std::string_view key;
-      if (auto error = field.unescaped_key().get(key)) return Fail(error);
-      const int slot = key == "id" ? 0 : key == "width" ? 1 : key == "height" ? 2 : -1;
-      if (slot >= 0) {
-        has[slot] = true;
-        constexpr const char* kQuoted[3] = {"\"id\"", "\"width\"", "\"height\""};
-        statuses[slot] = Integer(field.value(), kQuoted[slot], &values[slot]);
-        if (IsSyntax(statuses[slot])) return statuses[slot];
-      } else if (key == "file_name") {
-        has_name = true;
-        od::value value = field.value();
-        const char* start = Start(value);
-        VISION_RETURN_IF_ERROR(Type(value, &type));
-        if (type == od::json_type::string) {
-          if (auto error = value.get_string().get(name)) return Fail(error);
-          name_ok = !name.empty();
-        }
-        if (!name_ok) name_excerpt = Excerpt(start);
-      }
-    }
+    VISION_RETURN_IF_ERROR(
+        ForEachField(object, [&](std::string_view key, od::value& value) -> absl::Status {
+          const int slot = key == "id" ? 0 : key == "width" ? 1 : key == "height" ? 2 : -1;
+          if (slot >= 0) {
+            has[slot] = true;
+            constexpr const char* kQuoted[3] = {"\"id\"", "\"width\"", "\"height\""};
+            statuses[slot] = Integer(value, kQuoted[slot], &values[slot]);
+            if (IsSyntax(statuses[slot])) return statuses[slot];
+          } else if (key == "file_name") {
+            has_name = true;
+            const char* start = Start(value);
+            VISION_RETURN_IF_ERROR(Type(value, &type));
+            if (type == od::json_type::string) {
+              if (auto error = value.get_string().get(name)) return Fail(error);
+              name_ok = !name.empty();
+            }
+            if (!name_ok) name_excerpt = Excerpt(start);
+          }
+          return absl::OkStatus();
+        }));
     if (!has[0]) return core::WithContext(where, Invalid("missing \"id\""));
     VISION_RETURN_IF_ERROR(core::WithContext(where, statuses[0]));
     const std::string label = absl::StrCat("image ", values[0]);
@@ -646,33 +652,31 @@ class JsonParser {
   absl::Status ReadAnnotation(od::value& element, Pending* p) {
     od::object object;
     if (auto error = element.get_object().get(object)) return Fail(error);
-    for (auto field_result : object) {
-      od::field field;
-      if (auto error = std::move(field_result).get(field)) return Fail(error);
-      std::string_view key;
-      if (auto error = field.unescaped_key().get(key)) return Fail(error);
-      absl::Status status;
-      if (key == "segmentation") {
-        p->has_segmentation = true;
-        status = ReadSegmentation(field.value(), p);
-      } else if (key == "bbox") {
-        p->has_bbox = true;
-        status = ReadBox(field.value(), p);
-      } else if (key == "id") {
-        p->has_id = true;
-        p->id_status = status = Integer(field.value(), "\"id\"", &p->id);
-      } else if (key == "image_id") {
-        p->has_image_id = true;
-        p->image_id_status = status = Integer(field.value(), "\"image_id\"", &p->image_id);
-      } else if (key == "category_id") {
-        p->has_category_id = true;
-        p->category_status = status = Integer(field.value(), "\"category_id\"", &p->category_id);
-      } else if (key == "iscrowd") {
-        p->has_crowd = true;
-        status = ReadCrowd(field.value(), p);
-      }
-      if (IsSyntax(status)) return status;
-    }
+    VISION_RETURN_IF_ERROR(
+        ForEachField(object, [&](std::string_view key, od::value& value) -> absl::Status {
+          absl::Status status;
+          if (key == "segmentation") {
+            p->has_segmentation = true;
+            status = ReadSegmentation(value, p);
+          } else if (key == "bbox") {
+            p->has_bbox = true;
+            status = ReadBox(value, p);
+          } else if (key == "id") {
+            p->has_id = true;
+            p->id_status = status = Integer(value, "\"id\"", &p->id);
+          } else if (key == "image_id") {
+            p->has_image_id = true;
+            p->image_id_status = status = Integer(value, "\"image_id\"", &p->image_id);
+          } else if (key == "category_id") {
+            p->has_category_id = true;
+            p->category_status = status = Integer(value, "\"category_id\"", &p->category_id);
+          } else if (key == "iscrowd") {
+            p->has_crowd = true;
+            status = ReadCrowd(value, p);
+          }
+          if (IsSyntax(status)) return status;
+          return absl::OkStatus();
+        }));
     return absl::OkStatus();
   }
 
@@ -748,21 +752,19 @@ class JsonParser {
       p->mask = kRleMask;
       od::object rle;
       if (auto error = value.get_object().get(rle)) return Fail(error);
-      for (auto field_result : rle) {
-        od::field field;
-        if (auto error = std::move(field_result).get(field)) return Fail(error);
-        std::string_view key;
-        if (auto error = field.unescaped_key().get(key)) return Fail(error);
-        absl::Status status;
-        if (key == "size") {
-          p->has_size = true;
-          status = ReadRleSize(field.value(), p);
-        } else if (key == "counts") {
-          p->has_counts = true;
-          status = ReadRleCounts(field.value(), p);
-        }
-        if (IsSyntax(status)) return status;
-      }
+      VISION_RETURN_IF_ERROR(
+          ForEachField(rle, [&](std::string_view key, od::value& value) -> absl::Status {
+            absl::Status status;
+            if (key == "size") {
+              p->has_size = true;
+              status = ReadRleSize(value, p);
+            } else if (key == "counts") {
+              p->has_counts = true;
+              status = ReadRleCounts(value, p);
+            }
+            if (IsSyntax(status)) return status;
+            return absl::OkStatus();
+          }));
       return absl::OkStatus();
     }
     p->segmentation_status =
