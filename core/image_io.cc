@@ -1,8 +1,10 @@
 #include "core/image_io.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -110,14 +112,51 @@ absl::Status CheckPng(const unsigned char* data, size_t size) {
 
 absl::Status CheckImageStructure(absl::string_view bytes) {
   const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (bytes.size() >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
-    return CheckJpeg(data, bytes.size());
-  }
-  if (bytes.size() >= kPngSignatureSize &&
-      std::memcmp(data, kPngSignature, kPngSignatureSize) == 0) {
-    return CheckPng(data, bytes.size());
-  }
+  const absl::string_view format = SniffImageFormat(bytes);
+  if (format == "JPEG") return CheckJpeg(data, bytes.size());
+  if (format == "PNG") return CheckPng(data, bytes.size());
   return absl::OkStatus();
+}
+
+absl::string_view SniffImageFormat(absl::string_view bytes) {
+  const auto starts = [&](absl::string_view magic, size_t offset = 0) {
+    return bytes.size() >= offset + magic.size() && bytes.substr(offset, magic.size()) == magic;
+  };
+  if (starts(absl::string_view("\xFF\xD8\xFF", 3))) return "JPEG";
+  if (starts(absl::string_view(kPngSignature, kPngSignatureSize))) return "PNG";
+  if (starts("BM")) return "BMP";
+  if (starts(absl::string_view("II*\0", 4)) || starts(absl::string_view("MM\0*", 4))) return "TIFF";
+  if (starts("RIFF") && starts("WEBP", 8)) return "WebP";
+  return {};
+}
+
+absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, int flags, absl::string_view what) {
+  if (bytes.empty()) return absl::DataLossError(absl::StrCat("the ", what, " file is empty"));
+  if (SniffImageFormat(bytes).empty()) {
+    std::string head;
+    for (size_t i = 0; i < std::min<size_t>(bytes.size(), 8); ++i) {
+      absl::StrAppendFormat(&head, i == 0 ? "%02x" : " %02x", static_cast<uint8_t>(bytes[i]));
+    }
+    return absl::DataLossError(absl::StrCat(
+        "the ", what, " file is not a JPEG, PNG, BMP, TIFF or WebP file (it starts with bytes ",
+        head, "); convert it to PNG or JPEG, or check that it is the file you meant"));
+  }
+  if (absl::Status status = CheckImageStructure(bytes); !status.ok()) return status;
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return absl::DataLossError(absl::StrCat("the ", what, " file is larger than 2 GiB"));
+  }
+  cv::Mat image;
+  try {
+    image = cv::imdecode(
+        cv::Mat(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data())), flags);
+  } catch (const cv::Exception& e) {
+    return absl::DataLossError(absl::StrCat("could not decode the ", what, ": ", e.what()));
+  }
+  if (image.empty()) {
+    return absl::DataLossError(
+        absl::StrCat("could not decode the ", what, " (not an image, or a damaged one)"));
+  }
+  return image;
 }
 
 absl::StatusOr<cv::Mat> ReadImage(const std::string& path, int flags, absl::string_view what) {
@@ -130,19 +169,10 @@ absl::StatusOr<cv::Mat> ReadImage(const std::string& path, int flags, absl::stri
   if (!file.read(bytes.data(), size)) {
     return absl::DataLossError(absl::StrCat(path, ": read error"));
   }
-  if (absl::Status status = CheckImageStructure(absl::string_view(bytes.data(), bytes.size()));
-      !status.ok()) {
-    return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
-  }
-  cv::Mat image;
-  try {
-    image = cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8U, bytes.data()), flags);
-  } catch (const cv::Exception& e) {
-    return absl::DataLossError(absl::StrCat(path, ": could not decode the ", what, ": ", e.what()));
-  }
-  if (image.empty()) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": could not decode the ", what, " (not an image, or a damaged one)"));
+  absl::StatusOr<cv::Mat> image =
+      DecodeImage(absl::string_view(bytes.data(), bytes.size()), flags, what);
+  if (!image.ok()) {
+    return absl::Status(image.status().code(), absl::StrCat(path, ": ", image.status().message()));
   }
   return image;
 }

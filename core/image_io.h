@@ -11,16 +11,19 @@
 //    (libjpeg's "extraneous bytes before marker") and out-of-sequence restart markers are
 //    corrupt. Bytes after EOI are allowed, as libjpeg allows them.
 //  - PNG: the signature, then chunks whose lengths must stay within the file, up to IEND.
-// Other formats (BMP, TIFF, ...) are decoded as they are. What this cannot see is damage to
-// the compressed bits themselves (a flipped bit inside a scan): that needs the decoder's own
-// warnings, i.e. decoding JPEGs with libjpeg and an error manager instead of OpenCV.
+// BMP, TIFF and WebP are decoded as they are. Every other format is refused before any decoder
+// sees it: OpenCV's build also carries decoders for DICOM, JPEG 2000, OpenEXR, Radiance HDR,
+// PxM, Sun raster and GDAL formats, and picks one by the file's signature, so a damaged file that
+// happens to look like one of them reaches code no dataset needs (fuzzing found a DICOM-looking
+// input that aborts the process inside GDCM). What this cannot see is damage to the compressed
+// bits themselves (a flipped bit inside a scan): that needs the decoder's own warnings, i.e.
+// decoding JPEGs with libjpeg and an error manager instead of OpenCV.
 #ifndef VISION_CORE_IMAGE_IO_H_
 #define VISION_CORE_IMAGE_IO_H_
 
-#include <string>
-
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -32,9 +35,19 @@ namespace vision::core {
 // does not recognise.
 absl::Status CheckImageStructure(absl::string_view bytes);
 
-// cv::imread(path, flags) with the check above: a missing, empty, truncated, corrupt or
-// undecodable file is an error (NotFound or DataLoss) whose message starts with `path`;
-// `what` names the file in messages ("image", "label map").
+// Which of the accepted formats `bytes` starts with ("JPEG", "PNG", "BMP", "TIFF", "WebP"), or
+// an empty view when none.
+absl::string_view SniffImageFormat(absl::string_view bytes);
+
+// cv::imdecode(bytes, flags) for the accepted formats, after the structural check: an
+// unaccepted format, a damaged file or an undecodable one is an error (DataLoss) whose message
+// names no file; `what` names the kind of file ("image", "label map").
+absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, int flags = cv::IMREAD_COLOR,
+                                    absl::string_view what = "image");
+
+// DecodeImage on the file's bytes: a missing, empty, truncated, corrupt or undecodable file, or
+// one in a format not accepted, is an error (NotFound or DataLoss) whose message starts with
+// `path`; `what` names the file in messages ("image", "label map").
 absl::StatusOr<cv::Mat> ReadImage(const std::string& path, int flags = cv::IMREAD_COLOR,
                                   absl::string_view what = "image");
 

@@ -2,11 +2,10 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <string>
-#include <vector>
-
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -127,7 +126,53 @@ TEST(ImageIoTest, MissingEmptyAndUndecodableFiles) {
   EXPECT_THAT(ReadImage(Write("empty.png", {})).status().message(), HasSubstr("file is empty"));
   const absl::Status status = ReadImage(Write("text.jpg", {'h', 'i', '\n'})).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(status.message(), HasSubstr("text.jpg: could not decode the image"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("text.jpg: the image file is not a JPEG, PNG, BMP, TIFF or WebP file "
+                        "(it starts with bytes 68 69 0a)"));
+  // A JPEG signature followed by a complete but meaningless structure: the decoder refuses it.
+  const absl::Status garbage =
+      ReadImage(Write("garbage.jpg", {0xFF, 0xD8, 0xFF, 0xD9}), cv::IMREAD_COLOR, "label map")
+          .status();
+  EXPECT_EQ(garbage.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(garbage.message(), HasSubstr("garbage.jpg: could not decode the label map"));
+}
+
+TEST(ImageIoTest, BmpTiffAndWebPDecodeAsImreadDoes) {
+  for (const std::string extension : {".bmp", ".tiff", ".webp"}) {
+    std::vector<uchar> bytes;
+    std::vector<int> params;
+    if (extension == ".webp") params = {cv::IMWRITE_WEBP_QUALITY, 101};  // lossless
+    ASSERT_TRUE(cv::imencode(extension, Picture(), bytes, params)) << extension;
+    const absl::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    EXPECT_FALSE(SniffImageFormat(view).empty()) << extension;
+    absl::StatusOr<cv::Mat> image = DecodeImage(view);
+    ASSERT_TRUE(image.ok()) << extension << ": " << image.status();
+    EXPECT_EQ(cv::norm(*image, cv::imdecode(bytes, cv::IMREAD_COLOR), cv::NORM_INF), 0)
+        << extension;
+  }
+}
+
+// OpenCV picks a decoder by the file's signature among all it was built with; formats no
+// dataset needs are refused before any decoder runs. Fuzzing found that a file with DICOM's
+// "DICM" tag at byte 128 makes Debian's OpenCV hand it to GDCM, which aborts the process on an
+// assertion (testdata/fuzz/cityscapes_label/regression_dicom_preamble_gdcm_abort.bin).
+TEST(ImageIoTest, OtherFormatsAreRefusedBeforeDecoding) {
+  std::string dicom(128, '\xFF');
+  dicom += "DICM";
+  dicom += std::string(64, '\0');
+  std::string pgm = "P5\n2 2\n255\n";
+  pgm += std::string(4, '\x80');
+  std::string radiance = "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 1 +X 1\n";
+  radiance += std::string(4, '\x80');
+  for (const std::string& bytes : {dicom, pgm, radiance}) {
+    EXPECT_TRUE(SniffImageFormat(bytes).empty());
+    const absl::Status status = DecodeImage(bytes, cv::IMREAD_UNCHANGED, "label map").status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(status.message(),
+                HasSubstr("the label map file is not a JPEG, PNG, BMP, TIFF or WebP file"));
+  }
+  EXPECT_FALSE(cv::imdecode(std::vector<uchar>(pgm.begin(), pgm.end()), cv::IMREAD_UNCHANGED)
+                   .empty());  // OpenCV alone would have decoded the PGM
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Fuzzes the Cityscapes label checks: the input is decoded as the dataset decodes a label map
-// (cv::imdecode, IMREAD_UNCHANGED: any depth and channel count), then checked and mapped by
+// (core::DecodeImage, IMREAD_UNCHANGED: any depth and channel count), then checked and mapped by
 // ToTrainIds as label ids and as train ids. Accepted maps must come back as single-channel
 // 8-bit train ids 0..18 or 255.
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <vector>
 
+#include "core/image_io.h"
 #include "data/datasets/cityscapes/cityscapes_dataset.h"
 #include "data/datasets/cityscapes/cityscapes_labels.h"
 #include "tools/fuzz/fuzz_util.h"
@@ -42,13 +43,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cv::Mat raw(rows, cols, CV_8UC1, const_cast<uint8_t*>(data));
     Check(raw);
   }
-  cv::Mat decoded;
-  try {
-    decoded = cv::imdecode(cv::Mat(1, static_cast<int>(size), CV_8UC1, const_cast<uint8_t*>(data)),
-                           cv::IMREAD_UNCHANGED);
-  } catch (const cv::Exception&) {
-    return 0;  // The dataset turns this into an error naming the file.
+  absl::StatusOr<cv::Mat> decoded =
+      vision::core::DecodeImage(absl::string_view(reinterpret_cast<const char*>(data), size),
+                                cv::IMREAD_UNCHANGED, "label map");
+  if (!decoded.ok()) {
+    VISION_FUZZ_CHECK(decoded.status().code() == absl::StatusCode::kDataLoss &&
+                      !decoded.status().message().empty());
+    return 0;  // ReadImage prefixes the file's path; the dataset reports it as a bad sample.
   }
-  if (!decoded.empty()) Check(decoded);
+  VISION_FUZZ_CHECK(!decoded->empty());
+  Check(*decoded);
   return 0;
 }

@@ -2,10 +2,19 @@
 # Builds the libFuzzer targets of //tools/fuzz with clang (ASan + UBSan, --config=fuzz) in a
 # separate output base, so the main build stays cached, and runs each for a bounded time.
 #
-#   bash tools/fuzz/run_fuzzers.sh [SECONDS_PER_TARGET] [TARGET...]
+#   bash tools/fuzz/run_fuzzers.sh [SECONDS_PER_TARGET] [TARGET...]   # explore (random seed)
+#   bash tools/fuzz/run_fuzzers.sh --ci [TARGET...]                     # CI: reproducible
 #
-# SECONDS_PER_TARGET defaults to 10 (CI: 7 targets, about 1.5 minutes in all); run longer by
-# hand, e.g. `bash tools/fuzz/run_fuzzers.sh 600 torch_pickle`. Each target starts from its
+# Exploring: SECONDS_PER_TARGET defaults to 10; run longer by hand, e.g.
+# `bash tools/fuzz/run_fuzzers.sh 600 torch_pickle`. Each run draws a new random seed, so it
+# may find what earlier runs did not.
+#
+# --ci (what .ci/run does): every target starts from the stored inputs only (a fresh corpus
+# directory), with libFuzzer's seed fixed at 1 and a fixed number of inputs per target (about
+# 10 s each on a 2-core machine, 7 targets), so the step tests the same inputs on every machine
+# and a red CI run reproduces with this same command. New findings come from exploring runs.
+#
+# Each target starts from its
 # stored inputs (testdata/fuzz/<target>/ and the seeds named in tools/fuzz/BUILD.bazel) and
 # keeps what it finds in $VISION_FUZZ_DIR/corpus/<target> (default ~/.cache/vision-fuzz), so
 # later runs continue from there. A crash, leak, timeout or out-of-memory input is written to
@@ -15,8 +24,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-seconds="${1:-10}"
-shift || true
+ci=0
+if [[ "${1:-}" == "--ci" ]]; then
+  ci=1
+  shift
+  seconds=0
+else
+  seconds="${1:-10}"
+  shift || true
+fi
 all_targets=(config_loader icdar2015_gt coco_json cityscapes_label rle torch_state_dict torch_pickle)
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all_targets[@]}")
@@ -33,7 +49,21 @@ declare -A seeds=(
 )
 
 command -v clang >/dev/null || { echo "run_fuzzers.sh: clang is missing (apt-get install clang)" >&2; exit 1; }
+# Inputs per target in --ci mode (about 10 s each on this 2-core machine).
+declare -A ci_runs=(
+  [config_loader]=50000
+  [icdar2015_gt]=130000
+  [coco_json]=35000
+  [cityscapes_label]=150000
+  [rle]=60000
+  [torch_state_dict]=2000
+  [torch_pickle]=120000
+)
+
 work="${VISION_FUZZ_DIR:-$HOME/.cache/vision-fuzz}"
+if [[ $ci -eq 1 ]]; then
+  work="$(mktemp -d "${TMPDIR:-/tmp}/vision-fuzz-ci.XXXXXX")"
+fi
 output_base="${VISION_FUZZ_OUTPUT_BASE:-$HOME/.cache/vision-bazel-fuzz}"
 bazel --output_base="$output_base" build --config=fuzz \
   $(printf ' //tools/fuzz:%s_fuzzer' "${targets[@]}")
@@ -43,11 +73,17 @@ status=0
 for target in "${targets[@]}"; do
   mkdir -p "$work/corpus/$target" "$work/artifacts/$target"
   log="$work/artifacts/$target/last_run.log"
-  echo "=== $target: ${seconds}s"
+  if [[ $ci -eq 1 ]]; then
+    budget=(-seed=1 -runs="${ci_runs[$target]}")
+    echo "=== $target: ${ci_runs[$target]} inputs, seed 1"
+  else
+    budget=(-max_total_time="$seconds")
+    echo "=== $target: ${seconds}s"
+  fi
   # -rss_limit_mb / -malloc_limit_mb: an input that makes the code allocate more than 2 GB is a
   # finding (hostile sizes must fail before allocating). -timeout: one input over 10 s is a hang.
   if ! ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" "$bin/${target}_fuzzer" \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
+      "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
       -max_len=262144 -print_final_stats=1 \
       -artifact_prefix="$work/artifacts/$target/" \
       "$work/corpus/$target" "testdata/fuzz/$target" ${seeds[$target]} >"$log" 2>&1; then
