@@ -348,7 +348,7 @@ absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, int flags, absl::st
   if (SniffImageFormat(bytes).empty()) {
     std::string head;
     for (size_t i = 0; i < std::min<size_t>(bytes.size(), 8); ++i) {
-      absl::StrAppendFormat(&head, i == 0 ? "%02x" : " %02x", static_cast<uint8_t>(bytes[i]));
+      absl::StrAppendFormat(&head, "%s%02x", i == 0 ? "" : " ", static_cast<uint8_t>(bytes[i]));
     }
     return absl::DataLossError(absl::StrCat(
         "the ", what, " file is not a JPEG, PNG, BMP, TIFF or WebP file (it starts with bytes ",

@@ -11,7 +11,7 @@
 #
 # --ci (what .ci/run does): every target starts from the stored inputs only (a fresh corpus
 # directory), with libFuzzer's seed fixed at 1 and a fixed number of inputs per target (about
-# 10 s each on a 2-core machine, 7 targets), so the step tests the same inputs on every machine
+# 10 s each on a 2-core machine, 8 targets), so the step tests the same inputs on every machine
 # and a red CI run reproduces with this same command. New findings come from exploring runs.
 #
 # Each target starts from its
