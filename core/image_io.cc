@@ -134,31 +134,41 @@ constexpr uint64_t kMaxImagePixels = uint64_t{1} << 30;
 struct JpegErrorManager {
   jpeg_error_mgr pub;  // first, so that cinfo->err points to the whole struct
   std::jmp_buf jump;
-  char error[JMSG_LENGTH_MAX];
-  char first_warning[JMSG_LENGTH_MAX];
-  int warnings;
+  char message[JMSG_LENGTH_MAX];  // the fatal error's or the warning's
+  bool warned;
 };
 
 // libjpeg's fatal errors: keep the message and return to the setjmp in RunJpegDecode. Nothing
 // in the frames this jumps over (libjpeg's C code and this function) has a destructor.
 void JpegErrorExit(j_common_ptr cinfo) {
   auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->error);
+  (*cinfo->err->format_message)(cinfo, err->message);
   std::longjmp(err->jump, 1);
 }
 
 // Warnings (level -1) are what libjpeg says about corrupt data it decodes around (and what it
-// would print to stderr); trace messages (level >= 0) are dropped. Two warnings about metadata
-// that does not touch the pixels are ignored: an unknown JFIF version and a bad ICC marker (only
-// emitted when an ICC profile is read, which neither OpenCV nor this decoder does).
+// would print to stderr): the first one ends decoding like a fatal error, since the file is
+// refused anyway (a damaged progressive file then skips its output pass). Trace messages (level
+// >= 0) are dropped. Two warnings about metadata that does not touch the pixels are ignored: an
+// unknown JFIF version and a bad ICC marker (only emitted when an ICC profile is read, which
+// neither OpenCV nor this decoder does).
 void JpegEmitMessage(j_common_ptr cinfo, int level) {
   if (level >= 0) return;
   const int code = cinfo->err->msg_code;
   if (code == JWRN_JFIF_MAJOR || code == JWRN_BOGUS_ICC) return;
   auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
-  if (err->warnings++ == 0) (*cinfo->err->format_message)(cinfo, err->first_warning);
-  ++cinfo->err->num_warnings;
+  (*cinfo->err->format_message)(cinfo, err->message);
+  err->warned = true;
+  std::longjmp(err->jump, 1);
 }
+
+enum class JpegOutcome {
+  kDecoded,
+  kError,     // libjpeg's fatal error, in err.message
+  kWarning,   // libjpeg's first warning, in err.message
+  kTooLarge,  // above OpenCV's pixel limit, or the output cannot be allocated (err.message)
+  kTooShort,  // more 8 x 8 blocks than the file has bits (err.message)
+};
 
 struct JpegDecode {
   jpeg_decompress_struct cinfo;
@@ -223,17 +233,16 @@ bool AllocateImage(cv::Mat* image, int rows, int cols, int type) noexcept {
   }
 }
 
-// Decodes into d->image (or, where d->needs_opencv, decodes only to see the warnings). False on
-// a fatal error, whose message is in d->err.error; warnings are counted in d->err. `d` must be
+// Decodes into d->image (where d->needs_opencv, only to see the warnings). `d` must be
 // zero-initialised (cinfo and err). Only plain C data lives in this frame across the setjmp.
-bool RunJpegDecode(const unsigned char* data, size_t size, int flags, JpegDecode* d) {
+JpegOutcome RunJpegDecode(const unsigned char* data, size_t size, int flags, JpegDecode* d) {
   jpeg_decompress_struct* const cinfo = &d->cinfo;
   cinfo->err = jpeg_std_error(&d->err.pub);
   d->err.pub.error_exit = JpegErrorExit;
   d->err.pub.emit_message = JpegEmitMessage;
   if (setjmp(d->err.jump) != 0) {
     jpeg_destroy_decompress(cinfo);  // safe on a partly created decompressor
-    return false;
+    return d->err.warned ? JpegOutcome::kWarning : JpegOutcome::kError;
   }
   jpeg_create_decompress(cinfo);
   jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
@@ -269,20 +278,40 @@ bool RunJpegDecode(const unsigned char* data, size_t size, int flags, JpegDecode
     }
   }
   if (uint64_t{cinfo->image_width} * cinfo->image_height > kMaxImagePixels) {
-    std::snprintf(d->err.error, sizeof(d->err.error),
+    std::snprintf(d->err.message, sizeof(d->err.message),
                   "it is %u x %u pixels, more than OpenCV's limit of 2^30 pixels",
                   cinfo->image_width, cinfo->image_height);
     jpeg_destroy_decompress(cinfo);
-    return false;
+    return JpegOutcome::kTooLarge;
+  }
+  // Huffman coding spends at least one bit on every 8 x 8 block (its DC code, in a sequential
+  // scan and in a progressive file's first DC scan alike), so a header that claims more blocks
+  // than the file has bits is damaged; refusing it here keeps a few hundred damaged bytes from
+  // allocating and decoding up to 2^30 pixels. (Arithmetic coding has no such bound.)
+  if (!cinfo->arith_code) {
+    uint64_t blocks = 0;
+    for (int c = 0; c < cinfo->num_components; ++c) {
+      blocks +=
+          uint64_t{cinfo->comp_info[c].width_in_blocks} * cinfo->comp_info[c].height_in_blocks;
+    }
+    if (blocks > 8 * uint64_t{size}) {
+      std::snprintf(d->err.message, sizeof(d->err.message),
+                    "its header says %u x %u pixels (%llu blocks of 8 x 8), more than its %zu "
+                    "bytes can hold",
+                    cinfo->image_width, cinfo->image_height,
+                    static_cast<unsigned long long>(blocks), size);
+      jpeg_destroy_decompress(cinfo);
+      return JpegOutcome::kTooShort;
+    }
   }
   jpeg_start_decompress(cinfo);
   if (cinfo->output_components != channels ||
       !AllocateImage(&d->image, static_cast<int>(cinfo->output_height),
                      static_cast<int>(cinfo->output_width), CV_8UC(channels))) {
-    std::snprintf(d->err.error, sizeof(d->err.error), "cannot allocate %u x %u x %d pixels",
+    std::snprintf(d->err.message, sizeof(d->err.message), "cannot allocate %u x %u x %d pixels",
                   cinfo->output_width, cinfo->output_height, channels);
     jpeg_destroy_decompress(cinfo);
-    return false;
+    return JpegOutcome::kTooLarge;
   }
   while (cinfo->output_scanline < cinfo->output_height) {
     JSAMPROW row = d->image.ptr(static_cast<int>(cinfo->output_scanline));
@@ -290,7 +319,7 @@ bool RunJpegDecode(const unsigned char* data, size_t size, int flags, JpegDecode
   }
   jpeg_finish_decompress(cinfo);
   jpeg_destroy_decompress(cinfo);
-  return true;
+  return JpegOutcome::kDecoded;
 }
 
 // A JPEG that passed the structural check: a fatal libjpeg error or any warning is an error;
@@ -301,20 +330,21 @@ absl::Status DecodeJpeg(absl::string_view bytes, int flags, absl::string_view wh
   JpegDecode d;
   std::memset(&d.cinfo, 0, sizeof(d.cinfo));
   std::memset(&d.err, 0, sizeof(d.err));
-  if (!RunJpegDecode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), flags,
-                     &d)) {
-    return absl::DataLossError(
-        absl::StrCat("could not decode the ", what, ": libjpeg: ", d.err.error));
-  }
-  if (d.err.warnings > 0) {
-    std::string more;
-    if (d.err.warnings > 1) {
-      more = absl::StrCat(" (and ", d.err.warnings - 1, " more warning",
-                          d.err.warnings > 2 ? "s" : "", ")");
-    }
-    return absl::DataLossError(
-        absl::StrCat("the JPEG file is corrupt: libjpeg: ", d.err.first_warning, more,
-                     "; copy or download it again"));
+  switch (RunJpegDecode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), flags,
+                        &d)) {
+    case JpegOutcome::kDecoded:
+      break;
+    case JpegOutcome::kError:
+      return absl::DataLossError(
+          absl::StrCat("could not decode the ", what, ": libjpeg: ", d.err.message));
+    case JpegOutcome::kTooLarge:
+      return absl::DataLossError(absl::StrCat("could not decode the ", what, ": ", d.err.message));
+    case JpegOutcome::kWarning:
+      return absl::DataLossError(absl::StrCat("the JPEG file is corrupt: libjpeg: ", d.err.message,
+                                              "; copy or download it again"));
+    case JpegOutcome::kTooShort:
+      return absl::DataLossError(
+          absl::StrCat("the JPEG file is corrupt: ", d.err.message, "; copy or download it again"));
   }
   *needs_opencv = d.needs_opencv;
   if (!d.needs_opencv) *image = std::move(d.image);

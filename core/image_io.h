@@ -15,8 +15,10 @@
 // manager of our own, which sees damage inside complete compressed data (flipped bits in a
 // scan): libjpeg's warnings ("Corrupt JPEG data: bad Huffman code", "... N extraneous bytes
 // before marker 0xd9", "... premature end of data segment", "Inconsistent progression
-// sequence", ...) are an error quoting the first one, and nothing is printed to stderr. Two
-// warnings about metadata only (unknown JFIF version, bad ICC marker) are ignored. The pixels
+// sequence", ...) are an error quoting the first one (decoding stops there), and nothing is
+// printed to stderr. Two warnings about metadata only (unknown JFIF version, bad ICC marker) are
+// ignored. A Huffman-coded header claiming more 8 x 8 blocks than the file has bits is refused
+// before anything is allocated (a few damaged bytes cannot make it decode 2^30 pixels). The pixels
 // are cv::imdecode's: the same library, colour space (BGR or grey), DCT and upsampling as
 // OpenCV, the same EXIF orientation; where OpenCV does more (CMYK/YCCK files, an EXIF
 // orientation other than 1, no Huffman tables, flags other than IMREAD_COLOR, IMREAD_GRAYSCALE
