@@ -252,8 +252,8 @@ std::vector<uchar> WithExifOrientation(const std::vector<uchar>& jpeg, int orien
   std::vector<uchar> segment = {0xFF, 0xE1, 0, 0, 'E', 'x', 'i', 'f', 0, 0};
   segment.insert(segment.end(), tiff.begin(), tiff.end());
   segment[3] = static_cast<uchar>(segment.size() - 2);
-  std::vector<uchar> out = {jpeg[0], jpeg[1]};  // SOI
-  out.insert(out.end(), segment.begin(), segment.end());
+  std::vector<uchar> out = segment;
+  out.insert(out.begin(), jpeg.begin(), jpeg.begin() + 2);  // SOI first
   out.insert(out.end(), jpeg.begin() + 2, jpeg.end());
   return out;
 }
