@@ -121,7 +121,7 @@ absl::Status CheckPng(const unsigned char* data, size_t size) {
 // OpenCV 4.6 (Debian 12) decodes a JPEG from memory as follows, and so does DecodeJpeg, so that
 // its pixels are cv::imdecode's: default decompression parameters (islow DCT, fancy upsampling),
 // output JCS_EXT_BGR for a colour result and JCS_GRAYSCALE for a grey one, one scanline at a
-// time, then the EXIF orientation of the first APP1 segment (IMREAD_COLOR and IMREAD_GRAYSCALE
+// time, then the EXIF orientation found in an APP1 segment (IMREAD_COLOR and IMREAD_GRAYSCALE
 // only). Where OpenCV does more than that, DecodeJpeg decodes as a check only and returns
 // cv::imdecode's image: 4-component (CMYK/YCCK) files, which OpenCV converts with its own
 // routine; files whose EXIF orientation may be other than 1; files without Huffman tables (OpenCV
