@@ -11,13 +11,29 @@
 //    (libjpeg's "extraneous bytes before marker") and out-of-sequence restart markers are
 //    corrupt. Bytes after EOI are allowed, as libjpeg allows them.
 //  - PNG: the signature, then chunks whose lengths must stay within the file, up to IEND.
+// JPEGs are then decoded with libjpeg-turbo (the library OpenCV's decoder uses) under an error
+// manager of our own, which sees damage inside complete compressed data (flipped bits in a
+// scan): libjpeg's warnings ("Corrupt JPEG data: bad Huffman code", "... N extraneous bytes
+// before marker 0xd9", "... premature end of data segment", "Inconsistent progression
+// sequence", ...) are an error quoting the first one (decoding stops there), and nothing is
+// printed to stderr. Two warnings about metadata only (unknown JFIF version, bad ICC marker) are
+// ignored. A Huffman-coded header claiming more 8 x 8 blocks than the file has bits is refused
+// before anything is allocated (a few damaged bytes cannot make it decode 2^30 pixels). The pixels
+// are cv::imdecode's: the same library, colour space (BGR or grey), DCT and upsampling as
+// OpenCV, the same EXIF orientation; where OpenCV does more (CMYK/YCCK files, an EXIF
+// orientation other than 1, no Huffman tables, flags other than IMREAD_COLOR, IMREAD_GRAYSCALE
+// and IMREAD_UNCHANGED), libjpeg decodes as a check and cv::imdecode's image is returned (the
+// decoding time doubles for those files only).
 // BMP, TIFF and WebP are decoded as they are. Every other format is refused before any decoder
 // sees it: OpenCV's build also carries decoders for DICOM, JPEG 2000, OpenEXR, Radiance HDR,
 // PxM, Sun raster and GDAL formats, and picks one by the file's signature, so a damaged file that
 // happens to look like one of them reaches code no dataset needs (fuzzing found a DICOM-looking
-// input that aborts the process inside GDCM). What this cannot see is damage to the compressed
-// bits themselves (a flipped bit inside a scan): that needs the decoder's own warnings, i.e.
-// decoding JPEGs with libjpeg and an error manager instead of OpenCV.
+// input that aborts the process inside GDCM).
+// What is still not seen: damage that leaves a valid bitstream (a flipped bit inside a DC or AC
+// coefficient's value bits, or a Huffman code changed into another valid code: the image decodes
+// with wrong blocks and libjpeg has nothing to say), and damage inside PNG, BMP, TIFF and WebP
+// data beyond what their decoders refuse themselves (their warnings, libpng's for one, still go
+// through OpenCV and are not seen).
 #ifndef VISION_CORE_IMAGE_IO_H_
 #define VISION_CORE_IMAGE_IO_H_
 
@@ -39,9 +55,10 @@ absl::Status CheckImageStructure(absl::string_view bytes);
 // an empty view when none.
 absl::string_view SniffImageFormat(absl::string_view bytes);
 
-// cv::imdecode(bytes, flags) for the accepted formats, after the structural check: an
-// unaccepted format, a damaged file or an undecodable one is an error (DataLoss) whose message
-// names no file; `what` names the kind of file ("image", "label map").
+// cv::imdecode(bytes, flags) for the accepted formats, after the structural check (JPEGs decoded
+// by libjpeg directly, same pixels; see above): an unaccepted format, a damaged file (libjpeg's
+// warnings included) or an undecodable one is an error (DataLoss) whose message names no file;
+// `what` names the kind of file ("image", "label map").
 absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, int flags = cv::IMREAD_COLOR,
                                     absl::string_view what = "image");
 

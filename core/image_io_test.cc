@@ -1,11 +1,18 @@
 #include "core/image_io.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <string>
 #include <vector>
+
+// clang-format off
+#include <jpeglib.h>  // after <cstdio>
+// clang-format on
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -13,6 +20,7 @@
 namespace vision::core {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 // A 96 x 64 picture with detail in every block, so each scan has real compressed data.
@@ -25,6 +33,36 @@ cv::Mat Picture() {
 std::vector<uchar> Encode(const std::string& extension, const std::vector<int>& params = {}) {
   std::vector<uchar> bytes;
   EXPECT_TRUE(cv::imencode(extension, Picture(), bytes, params));
+  return bytes;
+}
+
+// A JPEG written by libjpeg directly, for what cv::imencode cannot write: chroma sampling other
+// than 4:2:0 (luma sampling factors h x v) and CMYK files (`image` 4 channels, JCS_CMYK).
+std::vector<uchar> EncodeWithLibjpeg(const cv::Mat& image, J_COLOR_SPACE in_color_space, int h,
+                                     int v) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr err;
+  cinfo.err = jpeg_std_error(&err);  // errors exit the test: there are none for these inputs
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = image.cols;
+  cinfo.image_height = image.rows;
+  cinfo.input_components = image.channels();
+  cinfo.in_color_space = in_color_space;
+  jpeg_set_defaults(&cinfo);
+  cinfo.comp_info[0].h_samp_factor = h;
+  cinfo.comp_info[0].v_samp_factor = v;
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = const_cast<uchar*>(image.ptr(static_cast<int>(cinfo.next_scanline)));
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<uchar> bytes(buffer, buffer + size);
+  std::free(buffer);
   return bytes;
 }
 
@@ -103,6 +141,179 @@ TEST(ImageIoTest, CorruptJpegStructureIsAnError) {
   ASSERT_EQ(garbage[second_segment], 0xFF);
   garbage.insert(garbage.begin() + second_segment, {0x12, 0x34});
   EXPECT_THAT(Check(garbage).message(), HasSubstr("byte 0x12 where a marker should start"));
+}
+
+// The offset of the first scan's compressed data (after the SOS segment).
+size_t FirstScanData(const std::vector<uchar>& bytes) {
+  for (size_t i = 2; i + 3 < bytes.size();) {
+    EXPECT_EQ(bytes[i], 0xFF);
+    const size_t length = size_t{bytes[i + 2]} << 8 | bytes[i + 3];
+    if (bytes[i + 1] == 0xDA) return i + 2 + length;
+    i += 2 + length;
+  }
+  ADD_FAILURE() << "no scan";
+  return 0;
+}
+
+// A flipped run of bits inside complete compressed data: the container is intact, OpenCV
+// decodes a partly grey image and libjpeg only warns, which is now an error naming the file.
+TEST(ImageIoTest, CorruptCompressedDataIsAnErrorQuotingLibjpeg) {
+  for (const std::vector<int>& params :
+       {std::vector<int>{}, std::vector<int>{cv::IMWRITE_JPEG_RST_INTERVAL, 2}}) {
+    std::vector<uchar> bytes = Encode(".jpg", params);
+    // 7F FF00 FF00 FF00 FE is 38 one bits in a row (FF00 is a stuffed 0xFF): longer than any
+    // Huffman code plus its extra bits, and no JPEG code is all ones, so it is a bad code
+    // wherever the decoder stands. Placed mid-scan, after a byte that is not 0xFF (so no marker
+    // is formed); the structural check still passes.
+    const std::vector<uchar> run = {0x7F, 0xFF, 0x00, 0xFF, 0x00, 0xFF, 0x00, 0xFE};
+    size_t at = FirstScanData(bytes) + 200;
+    while (bytes[at - 1] == 0xFF) ++at;
+    ASSERT_LT(at + run.size() + 2, bytes.size());
+    std::copy(run.begin(), run.end(), bytes.begin() + at);
+    ASSERT_TRUE(Check(bytes).ok()) << Check(bytes);
+    const std::string path = Write("flipped.jpg", bytes);
+    EXPECT_FALSE(cv::imread(path, cv::IMREAD_COLOR).empty());  // OpenCV: a warning on stderr
+    for (const int flags : {cv::IMREAD_COLOR, cv::IMREAD_GRAYSCALE, cv::IMREAD_UNCHANGED}) {
+      const absl::Status status = ReadImage(path, flags).status();
+      EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << flags;
+      // Which warning comes first depends on where the decoder loses sync (libjpeg-turbo's fast
+      // Huffman path skips ahead to the next marker without a bad-code warning).
+      EXPECT_THAT(
+          status.message(),
+          AllOf(HasSubstr(path + ": the JPEG file is corrupt: libjpeg: Corrupt JPEG data: "),
+                AnyOf(HasSubstr("bad Huffman code"),
+                      HasSubstr("extraneous bytes before marker 0xd9")),
+                HasSubstr("; copy or download it again")))
+          << flags;
+    }
+  }
+}
+
+// Good JPEGs of every kind decode exactly as cv::imdecode decodes them, for every flag the
+// datasets use (images: IMREAD_COLOR; label maps: IMREAD_UNCHANGED).
+TEST(ImageIoTest, JpegsDecodeExactlyAsImdecodeDoes) {
+  cv::Mat grey;
+  cv::cvtColor(Picture(), grey, cv::COLOR_BGR2GRAY);
+  std::vector<uchar> grey_bytes;
+  ASSERT_TRUE(cv::imencode(".jpg", grey, grey_bytes));
+  cv::Mat cmyk(64, 96, CV_8UC4);
+  cv::randu(cmyk, 0, 255);
+  const std::vector<std::pair<std::string, std::vector<uchar>>> files = {
+      {"baseline", Encode(".jpg")},
+      {"quality 100", Encode(".jpg", {cv::IMWRITE_JPEG_QUALITY, 100})},
+      {"progressive", Encode(".jpg", {cv::IMWRITE_JPEG_PROGRESSIVE, 1})},
+      {"restarts", Encode(".jpg", {cv::IMWRITE_JPEG_RST_INTERVAL, 2})},
+      {"4:4:4", EncodeWithLibjpeg(Picture(), JCS_EXT_BGR, 1, 1)},
+      {"4:2:2", EncodeWithLibjpeg(Picture(), JCS_EXT_BGR, 2, 1)},
+      {"CMYK", EncodeWithLibjpeg(cmyk, JCS_CMYK, 1, 1)},
+      {"greyscale", grey_bytes},
+  };
+  for (const auto& [name, bytes] : files) {
+    for (const int flags : {cv::IMREAD_COLOR, cv::IMREAD_GRAYSCALE, cv::IMREAD_UNCHANGED}) {
+      const absl::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      absl::StatusOr<cv::Mat> image = DecodeImage(view, flags);
+      ASSERT_TRUE(image.ok()) << name << ", flags " << flags << ": " << image.status();
+      const cv::Mat expected = cv::imdecode(bytes, flags);
+      ASSERT_EQ(image->type(), expected.type()) << name << ", flags " << flags;
+      ASSERT_EQ(image->size(), expected.size()) << name << ", flags " << flags;
+      EXPECT_EQ(cv::norm(*image, expected, cv::NORM_INF), 0) << name << ", flags " << flags;
+    }
+  }
+}
+
+// An APP1 EXIF segment (little-endian TIFF) with one IFD0 entry: orientation `orientation`.
+std::vector<uchar> WithExifOrientation(const std::vector<uchar>& jpeg, int orientation) {
+  const std::vector<uchar> tiff = {'I',
+                                   'I',
+                                   0x2A,
+                                   0,
+                                   8,
+                                   0,
+                                   0,
+                                   0,  // header, IFD0 at 8
+                                   1,
+                                   0,  // one entry
+                                   0x12,
+                                   0x01,
+                                   3,
+                                   0,
+                                   1,
+                                   0,
+                                   0,
+                                   0,  // orientation, SHORT, 1
+                                   static_cast<uchar>(orientation),
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0};  // no next IFD
+  std::vector<uchar> segment = {0xFF, 0xE1, 0, 0, 'E', 'x', 'i', 'f', 0, 0};
+  segment.insert(segment.end(), tiff.begin(), tiff.end());
+  segment[3] = static_cast<uchar>(segment.size() - 2);
+  std::vector<uchar> out = segment;
+  out.insert(out.begin(), jpeg.begin(), jpeg.begin() + 2);  // SOI first
+  out.insert(out.end(), jpeg.begin() + 2, jpeg.end());
+  return out;
+}
+
+TEST(ImageIoTest, JpegExifOrientationIsAppliedAsImdecodeDoes) {
+  const std::vector<uchar> plain = Encode(".jpg");
+  for (int orientation = 1; orientation <= 8; ++orientation) {
+    const std::vector<uchar> bytes = WithExifOrientation(plain, orientation);
+    for (const int flags : {cv::IMREAD_COLOR, cv::IMREAD_GRAYSCALE, cv::IMREAD_UNCHANGED}) {
+      const absl::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      absl::StatusOr<cv::Mat> image = DecodeImage(view, flags);
+      ASSERT_TRUE(image.ok()) << orientation << ": " << image.status();
+      const cv::Mat expected = cv::imdecode(bytes, flags);
+      ASSERT_EQ(image->size(), expected.size()) << orientation << ", flags " << flags;
+      EXPECT_EQ(cv::norm(*image, expected, cv::NORM_INF), 0) << orientation << ", flags " << flags;
+    }
+  }
+  // Orientation 6 (rotate 90 degrees clockwise) does turn the 96 x 64 picture.
+  const std::vector<uchar> rotated = WithExifOrientation(plain, 6);
+  EXPECT_EQ(
+      DecodeImage(absl::string_view(reinterpret_cast<const char*>(rotated.data()), rotated.size()))
+          ->size(),
+      cv::Size(64, 96));
+}
+
+// A header with huge dimensions over a few KB of data: refused before anything is allocated
+// (fuzzing found a 453-byte progressive file claiming 17732 x 17492 pixels that took seconds and
+// a GB to decode: testdata/fuzz/image_decode/regression_progressive_*_timeout.jpg).
+TEST(ImageIoTest, JpegDimensionsBeyondItsDataAreAnError) {
+  const auto with_size = [](int width, int height) {
+    std::vector<uchar> bytes = Encode(".jpg");
+    for (size_t i = 2; i + 8 < bytes.size();) {
+      if (bytes[i + 1] == 0xC0) {  // SOF0: length, precision, height, width
+        bytes[i + 5] = static_cast<uchar>(height >> 8);
+        bytes[i + 6] = static_cast<uchar>(height & 0xFF);
+        bytes[i + 7] = static_cast<uchar>(width >> 8);
+        bytes[i + 8] = static_cast<uchar>(width & 0xFF);
+        return bytes;
+      }
+      i += 2 + (size_t{bytes[i + 2]} << 8 | bytes[i + 3]);
+    }
+    ADD_FAILURE() << "no SOF0";
+    return bytes;
+  };
+  const std::vector<uchar> tall = with_size(30000, 30000);
+  const absl::Status status =
+      DecodeImage(absl::string_view(reinterpret_cast<const char*>(tall.data()), tall.size()))
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(),
+              HasSubstr("the JPEG file is corrupt: its header says 30000 x 30000 pixels (21093750 "
+                        "blocks of 8 x 8), more than its " +
+                        std::to_string(tall.size()) + " bytes can hold"));
+  const std::vector<uchar> huge = with_size(65000, 65000);
+  EXPECT_THAT(
+      DecodeImage(absl::string_view(reinterpret_cast<const char*>(huge.data()), huge.size()))
+          .status()
+          .message(),
+      HasSubstr(
+          "could not decode the image: it is 65000 x 65000 pixels, more than OpenCV's limit"));
 }
 
 TEST(ImageIoTest, TruncatedPngsAreErrors) {

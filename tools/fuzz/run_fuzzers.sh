@@ -11,7 +11,7 @@
 #
 # --ci (what .ci/run does): every target starts from the stored inputs only (a fresh corpus
 # directory), with libFuzzer's seed fixed at 1 and a fixed number of inputs per target (about
-# 10 s each on a 2-core machine, 7 targets), so the step tests the same inputs on every machine
+# 10 s each on a 2-core machine, 8 targets), so the step tests the same inputs on every machine
 # and a red CI run reproduces with this same command. New findings come from exploring runs.
 #
 # Each target starts from its
@@ -33,7 +33,7 @@ else
   seconds="${1:-10}"
   shift || true
 fi
-all_targets=(config_loader icdar2015_gt coco_json cityscapes_label rle torch_state_dict torch_pickle)
+all_targets=(config_loader icdar2015_gt coco_json cityscapes_label image_decode rle torch_state_dict torch_pickle)
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all_targets[@]}")
 
@@ -43,6 +43,7 @@ declare -A seeds=(
   [icdar2015_gt]="testdata/icdar2015"
   [coco_json]="testdata/coco/annotations testdata/coco/bad"
   [cityscapes_label]="testdata/cityscapes"
+  [image_decode]="testdata/cityscapes testdata/icdar2015"
   [rle]=""
   [torch_state_dict]=""
   [torch_pickle]=""
@@ -55,6 +56,7 @@ declare -A ci_runs=(
   [icdar2015_gt]=130000
   [coco_json]=35000
   [cityscapes_label]=150000
+  [image_decode]=80000
   [rle]=60000
   [torch_state_dict]=2000
   [torch_pickle]=120000

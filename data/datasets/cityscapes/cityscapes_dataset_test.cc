@@ -383,12 +383,12 @@ TEST(CityscapesDatasetTest, BadSamplesNameTheFileAndTheProblem) {
                 "has 3 channels of 8-bit; expected a single-channel 8-bit PNG"},
       {absl::StatusCode::kDataLoss,
        images + "undecodable_image/"
-                "undecodable_image_000000_000000_leftImg8bit.png: could not "
-                "decode the image"},
+                "undecodable_image_000000_000000_leftImg8bit.png: the image file "
+                "is not a JPEG, PNG, BMP, TIFF or WebP file"},
       {absl::StatusCode::kDataLoss,
        labels + "undecodable_label/"
-                "undecodable_label_000000_000000_gtFine_labelIds.png: could "
-                "not decode the label map"},
+                "undecodable_label_000000_000000_gtFine_labelIds.png: the label "
+                "map file is not a JPEG, PNG, BMP, TIFF or WebP file"},
       {absl::StatusCode::kInvalidArgument,
        labels + "unknown_label_id/"
                 "unknown_label_id_000000_000000_gtFine_labelIds.png: unknown "

@@ -56,7 +56,7 @@ TEST(ImageFolderDatasetTest, BadPathsAreNamed) {
   auto dataset = Open(broken);
   ASSERT_TRUE(dataset.ok()) << dataset.status();
   EXPECT_THAT((*dataset)->Load(0).status().message(),
-              HasSubstr("x.jpg: could not decode the image"));
+              HasSubstr("x.jpg: the image file is not a JPEG, PNG"));
   // A JPEG cut short is a bad image too, not one with a grey lower part.
   std::vector<uchar> jpeg;
   ASSERT_TRUE(cv::imencode(".jpg", cv::Mat(64, 64, CV_8UC3, cv::Scalar(10, 200, 30)), jpeg));
