@@ -188,10 +188,15 @@ class CocoIndex {
 // copy of it stays in memory).
 absl::StatusOr<CocoSourceKey> ReadSourceKey(const std::string& json_path);
 
+// How much of a list simdjson indexes at a time when parsing (see "Parsing" above).
+inline constexpr uint64_t kCocoParseWindowBytes = 4 << 20;
+
 // Parses and checks the JSON file into compact arrays; `key` (if not null) receives the
-// file's key, hashed from the bytes parsed.
+// file's key, hashed from the bytes parsed. `window_bytes` changes only memory and speed (the
+// tests make it small to put window boundaries everywhere).
 absl::StatusOr<CocoIndexArrays> ParseCocoJson(const std::string& json_path,
-                                              CocoSourceKey* key = nullptr);
+                                              CocoSourceKey* key = nullptr,
+                                              uint64_t window_bytes = kCocoParseWindowBytes);
 
 // Writes `arrays` as a cache file for `key`, atomically (temporary file, fsync, rename,
 // fsync of the directory).
