@@ -491,9 +491,14 @@ class JsonParser {
   absl::Status LoadWindow(const ByteRange& window, od::document* doc) {
     const size_t size = static_cast<size_t>(window.size()) + 2;
     if (window_capacity_ < size + simdjson::SIMDJSON_PADDING) {
-      window_capacity_ = size + simdjson::SIMDJSON_PADDING;
+      // Room for the runs that follow (each a little over window_bytes_), so that the buffers
+      // are not made again for each: freed and made again they would leave the heap larger.
+      window_capacity_ =
+          std::max<size_t>(size, static_cast<size_t>(window_bytes_ + window_bytes_ / 4)) +
+          simdjson::SIMDJSON_PADDING;
       window_.reset();  // before the new one: the old one may be large
       window_.reset(new char[window_capacity_]);
+      if (auto error = parser_.allocate(window_capacity_)) return Fail(error);
     }
     char* text = window_.get();
     text[0] = '[';
@@ -506,6 +511,13 @@ class JsonParser {
     window_end_ = text + size;
     if (auto error = parser_.iterate(text, size, window_capacity_).get(*doc)) return Fail(error);
     return absl::OkStatus();
+  }
+
+  void FreeWindows() {
+    parser_ = od::parser();
+    window_.reset();
+    window_capacity_ = 0;
+    window_end_ = nullptr;
   }
 
   // Calls visit(element) for each element of the list whose runs of elements are `windows`
@@ -983,6 +995,9 @@ class JsonParser {
       ++i;
       return absl::OkStatus();
     }));
+    // Done with simdjson and the ids: their memory goes before the records are copied.
+    FreeWindows();
+    absl::flat_hash_map<int64_t, uint32_t>().swap(seen_ids);
     // Grouped by image, in file order within an image (a stable counting sort).
     std::vector<CocoImageRecord>& images = arrays_.images;
     for (uint32_t index : image_of) ++images[index].num_annotations;
