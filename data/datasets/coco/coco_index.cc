@@ -167,8 +167,8 @@ class SyntaxLocator : public nlohmann::json::json_sax_t {
 // again), so parsing train2017's 473 MB at once held about 1 GB besides the arrays being
 // built. Instead:
 //
-// 1. RootScanner reads the file once, through a small buffer (ParseCocoJson hashes the same
-//    bytes for the cache key), and finds the fields of the root object. The value of each
+// 1. JsonParser::Scan reads the file once through a small buffer, hashes it for the cache key
+//    and feeds it to RootScanner, which finds the fields of the root object. The value of each
 //    field is cut into windows: a list ("images", "annotations", ...) into runs of whole
 //    elements of about `window_bytes` each (an element longer than that is a run of its own),
 //    any other value into one window holding it. The scan follows strings (with their escapes)
@@ -445,7 +445,6 @@ class JsonParser {
     RootScanner scanner(window_bytes_);
     Hasher hasher;
     std::vector<char> buffer(1 << 20);  // a multiple of 8 bytes, as the hash requires
-    bool scanning = true;
     for (uint64_t done = 0; done < size_;) {
       const size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size_ - done));
       if (absl::Status read = ReadAt(buffer.data(), want, done); !read.ok()) {
@@ -453,8 +452,7 @@ class JsonParser {
         return read;
       }
       if (hash != nullptr) hasher.Update(buffer.data(), want);
-      if (scanning) scanning = scanner.Feed(buffer.data(), want);
-      if (!scanning && hash == nullptr) break;
+      if (!scanner.Feed(buffer.data(), want)) break;  // not JSON: the hash will not be used
       done += want;
     }
     if (hash != nullptr) *hash = hasher.Finish();
