@@ -374,7 +374,8 @@ TEST(CocoDatasetTest, UndecodableImage) {
   absl::Status status = dataset->Load(0).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(status.message(),
-              AllOf(HasSubstr("testdata/coco/bad/not_an_image.png: the image file is not a"),
+              AllOf(HasSubstr("testdata/coco/bad/not_an_image.png: the image file is not a JPEG, "
+                              "PNG, BMP, TIFF or WebP file"),
                     HasSubstr("(image 3 of testdata/coco/bad/undecodable_image.json")));
 }
 

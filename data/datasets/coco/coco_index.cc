@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -157,16 +159,273 @@ class SyntaxLocator : public nlohmann::json::json_sax_t {
   std::string message;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Windows: the file is parsed a piece at a time.
+//
+// simdjson's On-Demand parser wants its whole input in one padded buffer and indexes every
+// structural character in it (4 bytes each: for COCO's lists of numbers about the file's size
+// again), so parsing train2017's 473 MB at once held about 1 GB besides the arrays being
+// built. Instead:
+//
+// 1. JsonParser::Scan reads the file once through a small buffer, hashes it for the cache key
+//    and feeds it to RootScanner, which finds the fields of the root object. The value of each
+//    field is cut into windows: a list ("images", "annotations", ...) into runs of whole
+//    elements of about `window_bytes` each (an element longer than that is a run of its own),
+//    any other value into one window holding it. The scan follows strings (with their escapes)
+//    and brackets only; the syntax inside a window is left to simdjson, as when it read the
+//    whole file.
+// 2. JsonParser::ForEachElement reads each window again (pread) into one padded buffer as
+//    "[" window "]" and hands it to simdjson as a document of its own: one window is indexed
+//    at a time, and the parser's buffers grow to the largest window only.
+//
+// The commas the scan cut at are checked there: every window of a list that was cut holds an
+// element ("[1,,2]" or "[1,]" would otherwise read as [1, 2] and [1]). A file that the scan or
+// simdjson finds malformed is read again by nlohmann's parser (FindSyntaxError), so that the
+// message and its byte offset in the file are the former reader's, wherever the windows lie.
+
+struct ByteRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t size() const { return end - begin; }
+};
+
+using ByteTable = std::array<bool, 256>;
+
+constexpr ByteTable Stops(const char* bytes) {
+  ByteTable table{};
+  for (const char* b = bytes; *b != '\0'; ++b) table[static_cast<unsigned char>(*b)] = true;
+  return table;
+}
+
+struct RootField {
+  ByteRange key;         // with its quotes
+  bool is_list = false;  // the value starts with '['
+  // A list: runs of whole elements, without the brackets and the commas between runs; any
+  // other value: the value.
+  std::vector<ByteRange> windows;
+};
+
+class RootScanner {
+ public:
+  enum Result { kOk, kNotAnObject, kMalformed };
+
+  explicit RootScanner(uint64_t window_bytes)
+      : window_bytes_(std::max<uint64_t>(window_bytes, 1)) {}
+
+  // The next `size` bytes of the file. False once the file cannot be a JSON object: the rest
+  // need not be fed.
+  bool Feed(const char* data, size_t size) {
+    const char* p = data;
+    const char* const end = data + size;
+    auto at = [&](const char* q) { return offset_ + static_cast<uint64_t>(q - data); };
+    while (p < end && state_ != kFailed && state_ != kNotObject) {
+      if (in_string_) {
+        if (escaped_) {
+          escaped_ = false;
+          ++p;
+          continue;
+        }
+        p = Skip(p, end, kStringBytes);
+        if (p == end) break;
+        if (*p == '\\') {
+          escaped_ = true;
+        } else {
+          in_string_ = false;
+          if (stack_.size() == 1) EndRootString(at(p) + 1);
+        }
+        ++p;
+        continue;
+      }
+      if (stack_.size() >= 2) {  // inside a field's list or object
+        p = Skip(p, end, stack_.size() == 2 && field_.is_list ? kListBytes : kValueBytes);
+        if (p == end) break;
+        switch (*p) {
+          case '"':
+            in_string_ = true;
+            break;
+          case '[':
+            stack_.push_back(']');
+            break;
+          case '{':
+            stack_.push_back('}');
+            break;
+          case ',':  // between two elements of the field's list
+            if (at(p) - window_begin_ >= window_bytes_) {
+              field_.windows.push_back({window_begin_, at(p)});
+              window_begin_ = at(p) + 1;
+            }
+            break;
+          default:  // ']' or '}'
+            if (*p != stack_.back()) {
+              state_ = kFailed;
+              break;
+            }
+            stack_.pop_back();
+            if (stack_.size() == 1) {
+              field_.windows.push_back(field_.is_list ? ByteRange{window_begin_, at(p)}
+                                                      : ByteRange{value_begin_, at(p) + 1});
+              EndField();
+            }
+            break;
+        }
+        ++p;
+        continue;
+      }
+      RootByte(*p, at(p));
+      ++p;
+    }
+    offset_ += size;
+    return state_ != kFailed && state_ != kNotObject;
+  }
+
+  // After the last byte.
+  Result Finish() {
+    if (state_ == kNotObject) return kNotAnObject;
+    return state_ == kAfterRoot && !in_string_ ? kOk : kMalformed;
+  }
+
+  std::vector<RootField> TakeFields() { return std::move(fields_); }
+
+ private:
+  enum State {
+    kBeforeRoot,
+    kKeyOrEnd,  // after "{"
+    kKey,       // after ","
+    kInKey,
+    kColon,
+    kValue,
+    kInStringValue,
+    kInScalarValue,
+    kAfterValue,
+    kAfterRoot,
+    kNotObject,
+    kFailed,
+  };
+
+  // The bytes that stop a skip: in a string; between the elements of a field's list (the
+  // commas count there); elsewhere inside a field's value.
+  static constexpr ByteTable kStringBytes = Stops("\"\\");
+  static constexpr ByteTable kListBytes = Stops("\"[]{},");
+  static constexpr ByteTable kValueBytes = Stops("\"[]{}");
+
+  static const char* Skip(const char* p, const char* end, const ByteTable& stops) {
+    while (p < end && !stops[static_cast<unsigned char>(*p)]) ++p;
+    return p;
+  }
+
+  static bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+  // A byte of the root object outside strings and outside its fields' lists and objects.
+  void RootByte(char c, uint64_t at) {
+    if (state_ == kInScalarValue) {  // a number, true, false or null: ends at what cannot be in it
+      if (!IsSpace(c) && std::strchr(",:[]{}\"", c) == nullptr) return;
+      field_.windows.push_back({value_begin_, at});
+      EndField();
+    }
+    if (IsSpace(c)) return;
+    switch (state_) {
+      case kBeforeRoot:
+        // A UTF-8 byte order mark may come first, as nlohmann's parser allows.
+        if (at < 3 && at == bom_bytes_ && c == "\xEF\xBB\xBF"[at]) {
+          ++bom_bytes_;
+          return;
+        }
+        if (c != '{') {
+          state_ = kNotObject;
+          return;
+        }
+        stack_.push_back('}');
+        state_ = kKeyOrEnd;
+        return;
+      case kKeyOrEnd:
+      case kKey:
+        if (c == '"') {
+          in_string_ = true;
+          field_.key.begin = at;
+          state_ = kInKey;
+        } else if (c == '}' && state_ == kKeyOrEnd) {
+          stack_.pop_back();
+          state_ = kAfterRoot;
+        } else {
+          state_ = kFailed;
+        }
+        return;
+      case kColon:
+        state_ = c == ':' ? kValue : kFailed;
+        return;
+      case kValue:
+        value_begin_ = at;
+        if (c == '"') {
+          in_string_ = true;
+          state_ = kInStringValue;
+        } else if (c == '[' || c == '{') {
+          stack_.push_back(c == '[' ? ']' : '}');
+          field_.is_list = c == '[';
+          window_begin_ = at + 1;
+          state_ = kAfterValue;  // once Feed's inner loop has read the value to its end
+        } else if (std::strchr(",:]}", c) != nullptr) {
+          state_ = kFailed;
+        } else {
+          state_ = kInScalarValue;
+        }
+        return;
+      case kAfterValue:
+        if (c == ',') {
+          state_ = kKey;
+        } else if (c == '}') {
+          stack_.pop_back();
+          state_ = kAfterRoot;
+        } else {
+          state_ = kFailed;
+        }
+        return;
+      default:  // kAfterRoot: only white space may follow
+        state_ = kFailed;
+        return;
+    }
+  }
+
+  // The closing quote of a key or of a string value of the root object ends just before `end`.
+  void EndRootString(uint64_t end) {
+    if (state_ == kInKey) {
+      field_.key.end = end;
+      state_ = kColon;
+    } else {  // kInStringValue
+      field_.windows.push_back({value_begin_, end});
+      EndField();
+    }
+  }
+
+  void EndField() {
+    fields_.push_back(std::move(field_));
+    field_ = RootField();
+    state_ = kAfterValue;
+  }
+
+  const uint64_t window_bytes_;
+  uint64_t offset_ = 0;  // of the next byte fed
+  State state_ = kBeforeRoot;
+  bool in_string_ = false;
+  bool escaped_ = false;  // the previous byte of the string was a backslash
+  uint64_t bom_bytes_ = 0;
+  std::vector<char> stack_;  // the closing bracket of each open list and object
+  RootField field_;          // being read
+  uint64_t value_begin_ = 0;
+  uint64_t window_begin_ = 0;
+  std::vector<RootField> fields_;
+};
+
 class JsonParser {
  public:
-  JsonParser(const std::string& json_path, const simdjson::padded_string& text)
-      : json_path_(json_path), text_(text) {}
+  // `fd` reads `json_path`, of `size` bytes.
+  JsonParser(const std::string& json_path, int fd, uint64_t size, uint64_t window_bytes)
+      : json_path_(json_path), fd_(fd), size_(size), window_bytes_(window_bytes) {}
 
-  absl::StatusOr<CocoIndexArrays> Parse() {
-    od::parser parser;
-    od::document doc;
-    if (auto error = parser.iterate(text_).get(doc)) return SyntaxError(error);
-    absl::Status status = ParseDocument(doc);
+  // `hash` (if not null) receives the hash of the file's bytes.
+  absl::StatusOr<CocoIndexArrays> Parse(uint64_t* hash) {
+    absl::Status status = Scan(hash);
+    if (status.ok()) status = ParseDocument();
+    if (!io_error_.ok()) return io_error_;
     if (syntax_error_ != simdjson::SUCCESS) return SyntaxError(syntax_error_);
     if (!status.ok()) {
       // The former reader parsed the whole file before looking at it, so a syntax error
@@ -180,6 +439,119 @@ class JsonParser {
   }
 
  private:
+  // Reads the file once through a small buffer: hashes it and finds the root's fields and
+  // their windows (RootScanner).
+  absl::Status Scan(uint64_t* hash) {
+    RootScanner scanner(window_bytes_);
+    Hasher hasher;
+    std::vector<char> buffer(1 << 20);  // a multiple of 8 bytes, as the hash requires
+    for (uint64_t done = 0; done < size_;) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size_ - done));
+      if (absl::Status read = ReadAt(buffer.data(), want, done); !read.ok()) {
+        io_error_ = read;
+        return read;
+      }
+      if (hash != nullptr) hasher.Update(buffer.data(), want);
+      if (!scanner.Feed(buffer.data(), want)) break;  // not JSON: the hash will not be used
+      done += want;
+    }
+    if (hash != nullptr) *hash = hasher.Finish();
+    switch (scanner.Finish()) {
+      case RootScanner::kOk:
+        fields_ = scanner.TakeFields();
+        return absl::OkStatus();
+      case RootScanner::kNotAnObject:
+        return InFile("", Invalid("the top level is not an object with \"images\", "
+                                  "\"annotations\" and \"categories\""));
+      case RootScanner::kMalformed:
+        break;
+    }
+    return Fail(simdjson::TAPE_ERROR);
+  }
+
+  // `size` bytes of the file from `offset`.
+  absl::Status ReadAt(char* data, size_t size, uint64_t offset) const {
+    size_t filled = 0;
+    while (filled < size) {
+      const ssize_t n = ::pread(fd_, data + filled, size - filled, offset + filled);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0)
+        return absl::DataLossError(absl::StrCat(json_path_, ": read error: ", ErrnoText()));
+      if (n == 0) {
+        return absl::DataLossError(absl::StrCat(json_path_, ": the file shrank while being read"));
+      }
+      filled += static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads `window` into the padded buffer as "[" window "]" and starts simdjson on it.
+  absl::Status LoadWindow(const ByteRange& window, od::document* doc) {
+    const size_t size = static_cast<size_t>(window.size()) + 2;
+    if (window_capacity_ < size + simdjson::SIMDJSON_PADDING) {
+      // Room for the runs that follow (each a little over window_bytes_), so that the buffers
+      // are not made again for each: freed and made again they would leave the heap larger.
+      window_capacity_ =
+          std::max<size_t>(size, static_cast<size_t>(window_bytes_ + window_bytes_ / 4)) +
+          simdjson::SIMDJSON_PADDING;
+      window_.reset();  // before the new one: the old one may be large
+      window_.reset(new char[window_capacity_]);
+      if (auto error = parser_.allocate(window_capacity_)) return Fail(error);
+    }
+    char* text = window_.get();
+    text[0] = '[';
+    if (absl::Status read = ReadAt(text + 1, size - 2, window.begin); !read.ok()) {
+      io_error_ = read;
+      return absl::InternalError("read");  // ends the walk like a syntax error
+    }
+    text[size - 1] = ']';
+    std::memset(text + size, 0, simdjson::SIMDJSON_PADDING);
+    window_end_ = text + size;
+    if (auto error = parser_.iterate(text, size, window_capacity_).get(*doc)) return Fail(error);
+    return absl::OkStatus();
+  }
+
+  void FreeWindows() {
+    parser_ = od::parser();
+    window_.reset();
+    window_capacity_ = 0;
+    window_end_ = nullptr;
+  }
+
+  // Calls visit(element) for each element of the list whose runs of elements are `windows`
+  // (see RootScanner; one window holding a value that is not a list gives that value). A
+  // simdjson error, or a non-OK status from `visit`, ends the walk.
+  template <typename Visit>
+  absl::Status ForEachElement(absl::Span<const ByteRange> windows, Visit visit) {
+    for (const ByteRange& window : windows) {
+      od::document doc;
+      VISION_RETURN_IF_ERROR(LoadWindow(window, &doc));
+      od::array list;
+      if (auto error = doc.get_array().get(list)) return Fail(error);
+      size_t count = 0;
+      for (auto element_result : list) {
+        od::value element;
+        if (auto error = element_result.get(element)) return Fail(error);
+        ++count;
+        VISION_RETURN_IF_ERROR(visit(element));
+      }
+      // A run between commas that the scan cut at is empty: "[1,,2]" or "[1,]". (Nothing can
+      // follow the list: the scan ends a run at the first bracket closing it.)
+      if (count == 0 && windows.size() > 1) return Fail(simdjson::TAPE_ERROR);
+    }
+    return absl::OkStatus();
+  }
+
+  // The root field's key, unescaped.
+  absl::Status Key(const RootField& field, std::string* key) {
+    return ForEachElement({field.key}, [&](od::value& value) -> absl::Status {
+      std::string_view text;
+      if (auto error = value.get_string().get(text)) return Fail(error);
+      key->assign(text.data(), text.size());
+      return absl::OkStatus();
+    });
+  }
+
   // Every message below names the file, and the place in it unless `where` is empty.
   absl::Status InFile(absl::string_view where, const absl::Status& status) const {
     return core::WithContext(where.empty() ? json_path_ : absl::StrCat(json_path_, ": ", where),
@@ -195,9 +567,21 @@ class JsonParser {
 
   // The former reader's message for a file that is not valid JSON, if it is not.
   std::optional<absl::Status> FindSyntaxError() const {
+    // The whole file, mapped for nlohmann's parser.
+    void* mapped = size_ == 0 ? MAP_FAILED : ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+    if (size_ != 0 && mapped == MAP_FAILED) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          json_path_, ": cannot map the file to locate a syntax error: ", ErrnoText()));
+    }
+    const char* text = size_ == 0 ? "" : static_cast<const char*>(mapped);
+    struct Unmap {
+      uint64_t size;
+      void operator()(void* p) const { ::munmap(p, size); }
+    };
+    const std::unique_ptr<void, Unmap> unmap(size_ == 0 ? nullptr : mapped, Unmap{size_});
     SyntaxLocator locator;
     try {
-      nlohmann::json::sax_parse(text_.data(), text_.data() + text_.size(), &locator);
+      nlohmann::json::sax_parse(text, text + size_, &locator);
     } catch (const nlohmann::json::exception& e) {
       // E.g. a number too large for a double.
       return absl::InvalidArgumentError(absl::StrCat(json_path_, ": unreadable JSON: ", e.what()));
@@ -220,7 +604,7 @@ class JsonParser {
   // like the former reader's (nlohmann's dump()). Only on error paths.
   std::string Excerpt(const char* start) const {
     constexpr size_t kMax = 60;
-    const char* end = ValueEnd(start, text_.data() + text_.size());
+    const char* end = ValueEnd(start, window_end_);
     std::string out;
     try {
       out = nlohmann::json::parse(start, end).dump();
@@ -300,39 +684,33 @@ class JsonParser {
     return absl::OkStatus();
   }
 
-  absl::Status ParseDocument(od::document& doc) {
-    od::object root;
-    {
-      od::json_type type{};
-      if (auto error = doc.type().get(type)) return Fail(error);
-      if (type != od::json_type::object) {
-        return InFile("", Invalid("the top level is not an object with \"images\", "
-                                  "\"annotations\" and \"categories\""));
-      }
-      if (auto error = doc.get_object().get(root)) return Fail(error);
-    }
+  absl::Status ParseDocument() {
     // Pass 1: categories and images, wherever they are (the official files put the categories
-    // last); the annotations are skipped.
+    // last); the annotations wait. Other fields are only checked, as simdjson skipped them when
+    // it read the whole file.
     bool has_categories = false;
     bool has_images = false;
-    bool has_annotations = false;
+    const RootField* annotations = nullptr;
     absl::Status categories_status;
     absl::Status images_status;
-    VISION_RETURN_IF_ERROR(
-        ForEachField(root, [&](std::string_view key, od::value& value) -> absl::Status {
-          if (key == "categories") {
-            has_categories = true;
-            categories_status = ParseCategories(value);
-            if (IsSyntax(categories_status)) return categories_status;
-          } else if (key == "images") {
-            has_images = true;
-            images_status = ParseImages(value);
-            if (IsSyntax(images_status)) return images_status;
-          } else if (key == "annotations") {
-            has_annotations = true;
-          }
-          return absl::OkStatus();
-        }));
+    std::string key;
+    for (const RootField& field : fields_) {
+      VISION_RETURN_IF_ERROR(Key(field, &key));
+      if (key == "categories") {
+        has_categories = true;
+        categories_status = ParseCategories(field);
+        if (IsSyntax(categories_status)) return categories_status;
+      } else if (key == "images") {
+        has_images = true;
+        images_status = ParseImages(field);
+        if (IsSyntax(images_status)) return images_status;
+      } else if (key == "annotations" && annotations == nullptr) {
+        annotations = &field;
+      } else {
+        VISION_RETURN_IF_ERROR(
+            ForEachElement(field.windows, [](od::value&) { return absl::OkStatus(); }));
+      }
+    }
     if (!has_categories) return InFile("", Invalid("missing \"categories\""));
     VISION_RETURN_IF_ERROR(InFile("", categories_status));
     VISION_RETURN_IF_ERROR(FinishCategories());
@@ -341,50 +719,37 @@ class JsonParser {
     VISION_RETURN_IF_ERROR(FinishImages());
     if (arrays_.images.empty()) return InFile("", Invalid("\"images\" is empty"));
     // A file without "annotations" (like COCO's image_info_test2017.json) lists images only.
-    arrays_.has_annotations = has_annotations;
-    if (!has_annotations) return absl::OkStatus();
+    arrays_.has_annotations = annotations != nullptr;
+    if (annotations == nullptr) return absl::OkStatus();
 
-    // Pass 2: the annotations, now that every image and category is known.
-    doc.rewind();
-    if (auto error = doc.get_object().get(root)) return Fail(error);
-    for (auto field_result : root) {
-      od::field field;
-      if (auto error = std::move(field_result).get(field)) return Fail(error);
-      std::string_view key;
-      if (auto error = field.unescaped_key().get(key)) return Fail(error);
-      if (key == "annotations") return ParseAnnotations(field.value());
-    }
-    return Fail(simdjson::TAPE_ERROR);
+    // Pass 2: the (first) annotations, now that every image and category is known.
+    return ParseAnnotations(*annotations);
   }
 
   // --- categories ---------------------------------------------------------------------------
-  // Walks the list `value` (the value of key `key`), calling parse_element(element, index) on
+  // Walks the list `field` (the value of key `key`), calling parse_element(element, index) on
   // each element. A syntax error ends the walk at once; the first other error is kept while the
   // rest of the list is still walked, so that malformed JSON further on is reported first, as
   // the former reader (which parsed the whole file before checking any field) reported it.
   template <typename ParseElement>
-  absl::Status ParseList(od::value value, absl::string_view key, ParseElement parse_element) {
-    od::json_type type{};
-    VISION_RETURN_IF_ERROR(Type(value, &type));
-    if (type != od::json_type::array) return Invalid(absl::StrCat("\"", key, "\" is not a list"));
-    od::array list;
-    if (auto error = value.get_array().get(list)) return Fail(error);
+  absl::Status ParseList(const RootField& field, absl::string_view key,
+                         ParseElement parse_element) {
+    if (!field.is_list) return Invalid(absl::StrCat("\"", key, "\" is not a list"));
     absl::Status first_error;
     size_t i = 0;
-    for (auto element_result : list) {
-      od::value element;
-      if (auto error = element_result.get(element)) return Fail(error);
+    VISION_RETURN_IF_ERROR(ForEachElement(field.windows, [&](od::value& element) -> absl::Status {
       if (first_error.ok()) {
         first_error = parse_element(element, i);
         if (IsSyntax(first_error)) return first_error;
       }
       ++i;
-    }
+      return absl::OkStatus();
+    }));
     return first_error;
   }
 
-  absl::Status ParseCategories(od::value value) {
-    return ParseList(value, "categories",
+  absl::Status ParseCategories(const RootField& field) {
+    return ParseList(field, "categories",
                      [this](od::value& element, size_t i) { return ParseCategory(element, i); });
   }
 
@@ -456,8 +821,8 @@ class JsonParser {
   }
 
   // --- images -------------------------------------------------------------------------------
-  absl::Status ParseImages(od::value value) {
-    return ParseList(value, "images",
+  absl::Status ParseImages(const RootField& field) {
+    return ParseList(field, "images",
                      [this](od::value& element, size_t i) { return ParseImage(element, i); });
   }
 
@@ -582,29 +947,25 @@ class JsonParser {
     }
   };
 
-  absl::Status ParseAnnotations(od::value value) {
-    od::json_type type{};
-    VISION_RETURN_IF_ERROR(Type(value, &type));
-    if (type != od::json_type::array) return InFile("", Invalid("\"annotations\" is not a list"));
-    od::array annotations;
-    if (auto error = value.get_array().get(annotations)) return Fail(error);
+  absl::Status ParseAnnotations(const RootField& field) {
+    if (!field.is_list) return InFile("", Invalid("\"annotations\" is not a list"));
     // File order; grouped by image at the end.
     std::vector<CocoAnnotationRecord> records;
     std::vector<uint32_t> image_of;
     absl::flat_hash_map<int64_t, uint32_t> seen_ids;
-    // Room for what a COCO-like file holds (about 10 bytes of JSON per coordinate, 500 per
-    // annotation), so that the arrays do not double, and briefly need twice their size, while
-    // the whole file is in memory. Pages not written to are never resident.
-    arrays_.coords.reserve(text_.size() / 6);
-    arrays_.polygon_offsets.reserve(text_.size() / 200);
-    records.reserve(text_.size() / 200);
-    image_of.reserve(text_.size() / 200);
+    // Room for what a COCO-like list holds (about 10 bytes of JSON per coordinate, 500 per
+    // annotation), so that the arrays do not double, and briefly need twice their size. Pages
+    // not written to are never resident.
+    const uint64_t bytes = field.windows.back().end - field.windows.front().begin;
+    arrays_.coords.reserve(bytes / 6);
+    arrays_.polygon_offsets.reserve(bytes / 200);
+    records.reserve(bytes / 200);
+    image_of.reserve(bytes / 200);
     Pending pending;
     uint32_t i = 0;
-    for (auto element_result : annotations) {
-      od::value element;
-      if (auto error = element_result.get(element)) return Fail(error);
+    VISION_RETURN_IF_ERROR(ForEachElement(field.windows, [&](od::value& element) -> absl::Status {
       auto where = [i] { return absl::StrCat("annotations[", i, "]"); };
+      od::json_type type{};
       VISION_RETURN_IF_ERROR(Type(element, &type));
       if (type != od::json_type::object) return InFile(where(), Invalid("not an object"));
       pending.Reset();
@@ -630,7 +991,11 @@ class JsonParser {
       records.push_back(record);
       image_of.push_back(image_index);
       ++i;
-    }
+      return absl::OkStatus();
+    }));
+    // Done with simdjson and the ids: their memory goes before the records are copied.
+    FreeWindows();
+    absl::flat_hash_map<int64_t, uint32_t>().swap(seen_ids);
     // Grouped by image, in file order within an image (a stable counting sort).
     std::vector<CocoImageRecord>& images = arrays_.images;
     for (uint32_t index : image_of) ++images[index].num_annotations;
@@ -1007,7 +1372,15 @@ class JsonParser {
   }
 
   const std::string& json_path_;
-  const simdjson::padded_string& text_;
+  const int fd_;
+  const uint64_t size_;
+  const uint64_t window_bytes_;
+  std::vector<RootField> fields_;  // from Scan()
+  od::parser parser_;
+  std::unique_ptr<char[]> window_;  // the window being parsed, padded for simdjson
+  size_t window_capacity_ = 0;
+  const char* window_end_ = nullptr;
+  absl::Status io_error_;
   simdjson::error_code syntax_error_ = simdjson::SUCCESS;
   CocoIndexArrays arrays_;
   std::vector<int64_t> image_ids_;  // of arrays_.images, sorted
@@ -1274,30 +1647,28 @@ absl::StatusOr<CocoSourceKey> ReadSourceKey(const std::string& json_path) {
   return key;
 }
 
-absl::StatusOr<CocoIndexArrays> ParseCocoJson(const std::string& json_path, CocoSourceKey* key) {
-  VISION_ASSIGN_OR_RETURN(CocoSourceKey stat_key, StatKey(json_path));
+absl::StatusOr<CocoIndexArrays> ParseCocoJson(const std::string& json_path, CocoSourceKey* key,
+                                              uint64_t window_bytes) {
+  VISION_ASSIGN_OR_RETURN(const CocoSourceKey stat_key, StatKey(json_path));
   Fd fd(::open(json_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     return absl::NotFoundError(absl::StrCat(json_path, ": cannot open the file: ", ErrnoText()));
   }
-  simdjson::padded_string text(stat_key.size);
-  size_t filled = 0;
-  while (filled < stat_key.size) {
-    const ssize_t n = ::read(fd.get(), text.data() + filled, stat_key.size - filled);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::DataLossError(absl::StrCat(json_path, ": read error: ", ErrnoText()));
-    if (n == 0) {
-      return absl::DataLossError(absl::StrCat(json_path, ": the file shrank while being read"));
-    }
-    filled += static_cast<size_t>(n);
+  uint64_t hash = 0;
+  VISION_ASSIGN_OR_RETURN(CocoIndexArrays arrays,
+                          JsonParser(json_path, fd.get(), stat_key.size, window_bytes)
+                              .Parse(key != nullptr ? &hash : nullptr));
+  // The windows were read again after the scan (and its hash): the file must not have changed.
+  VISION_ASSIGN_OR_RETURN(const CocoSourceKey after, StatKey(json_path));
+  if (after.size != stat_key.size || after.mtime_ns != stat_key.mtime_ns) {
+    return absl::AbortedError(
+        absl::StrCat(json_path, ": the file changed while being read; load it again"));
   }
   if (key != nullptr) {
-    Hasher hasher;
-    hasher.Update(text.data(), text.size());
     *key = stat_key;
-    key->content_hash = hasher.Finish();
+    key->content_hash = hash;
   }
-  return JsonParser(json_path, text).Parse();
+  return arrays;
 }
 
 absl::Status WriteCocoCache(const CocoIndexArrays& arrays, const CocoSourceKey& key,

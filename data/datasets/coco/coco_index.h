@@ -8,9 +8,13 @@
 // dataset hands out. train2017's 860,000 annotations take about 200 MB this way, against
 // about 2 GB for a JSON tree.
 //
-// Parsing: simdjson's On-Demand API over the file in one padded buffer, straight into those
-// arrays (no DOM: its tape would be twice the file). Measured against the former nlohmann
-// tree on a train2017-shaped file, see benchmarks/coco_load.sh. On-Demand is compiled into
+// Parsing: simdjson's On-Demand API straight into those arrays (no DOM: its tape would be
+// twice the file), over the file a window at a time: a scan cuts the root object's lists into
+// runs of whole elements of about kCocoParseWindowBytes, and simdjson parses one run at a time
+// (see "Windows" in coco_index.cc), so that neither a copy of the file nor simdjson's index of
+// all of it (4 bytes per structural character) is held: the arrays being built are most of
+// the memory. Measured against the former nlohmann tree and pycocotools on a train2017-shaped
+// file, see benchmarks/coco_load.sh. On-Demand is compiled into
 // this file for the build's target, which with the project's flags is simdjson's portable
 // "fallback" kernel: a walk over the 473 MB file built with -mavx2 (its "haswell" kernel) took
 // 0.85x the time, too little to make the binary need AVX2. The rules and messages are
@@ -188,10 +192,17 @@ class CocoIndex {
 // copy of it stays in memory).
 absl::StatusOr<CocoSourceKey> ReadSourceKey(const std::string& json_path);
 
+// How much of a list simdjson indexes at a time when parsing (see "Parsing" above).
+inline constexpr uint64_t kCocoParseWindowBytes = 4 << 20;
+
 // Parses and checks the JSON file into compact arrays; `key` (if not null) receives the
-// file's key, hashed from the bytes parsed.
+// file's key, hashed from the bytes parsed. A file whose size or modification time changes
+// while it is parsed fails (its windows are read twice: by the scan, then for simdjson).
+// `window_bytes` changes only memory and speed (the tests make it small to put window boundaries
+// everywhere).
 absl::StatusOr<CocoIndexArrays> ParseCocoJson(const std::string& json_path,
-                                              CocoSourceKey* key = nullptr);
+                                              CocoSourceKey* key = nullptr,
+                                              uint64_t window_bytes = kCocoParseWindowBytes);
 
 // Writes `arrays` as a cache file for `key`, atomically (temporary file, fsync, rename,
 // fsync of the directory).

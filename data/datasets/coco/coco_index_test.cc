@@ -252,6 +252,147 @@ TEST(CocoIndexTest, SyntaxErrorsNameTheByte) {
   EXPECT_THAT(status.message(), HasSubstr("cut.json: malformed JSON at byte "));
 }
 
+// --- Windows (see "Windows" in coco_index.cc): the file is parsed a run of list elements at a
+// time; where the runs are cut must change nothing.
+
+// The arrays as bytes, for exact comparison.
+std::string Bytes(const CocoIndexArrays& a) {
+  auto bytes = [](const auto& v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
+  };
+  return absl::StrCat(bytes(a.categories), "|", bytes(a.images), "|", bytes(a.annotations), "|",
+                      bytes(a.polygon_offsets), "|", bytes(a.coords), "|", bytes(a.rle_counts), "|",
+                      a.names, "|", a.has_annotations);
+}
+
+// Every window size in `sizes` reads `json` as the default one does, to the byte, or fails
+// with the same status; returns the default's status.
+absl::Status ExpectSameForWindows(const std::string& json, const std::vector<uint64_t>& sizes) {
+  CocoSourceKey key;
+  absl::StatusOr<CocoIndexArrays> want = ParseCocoJson(json, &key);
+  for (uint64_t window_bytes : sizes) {
+    CocoSourceKey got_key;
+    absl::StatusOr<CocoIndexArrays> got = ParseCocoJson(json, &got_key, window_bytes);
+    EXPECT_EQ(got.status(), want.status()) << json << " window_bytes=" << window_bytes;
+    if (got.ok() && want.ok()) {
+      EXPECT_TRUE(Bytes(*got) == Bytes(*want)) << json << " window_bytes=" << window_bytes;
+      EXPECT_EQ(got_key.content_hash, key.content_hash);
+    }
+  }
+  return want.status();
+}
+
+std::vector<uint64_t> Range(uint64_t first, uint64_t last) {
+  std::vector<uint64_t> sizes;
+  for (uint64_t n = first; n <= last; ++n) sizes.push_back(n);
+  return sizes;
+}
+
+TEST(CocoIndexTest, TestdataReadsTheSameWhereverTheWindowsAreCut) {
+  for (const char* json :
+       {"annotations/instances_tiny.json", "annotations/instances_tiny_coco80.json"}) {
+    // 1 byte: a window per element; up to the longest element: cuts right after each element
+    // and inside runs of every length.
+    EXPECT_TRUE(ExpectSameForWindows(absl::StrCat(kRoot, "/", json), Range(1, 400)).ok());
+  }
+}
+
+// Strings with brackets, braces, commas, escaped quotes and backslashes, in names, in fields the
+// reader skips and in keys; nested lists; values of every JSON type at the top level; a key
+// spelled with an escape. Read as the former reader reads it, with any window.
+constexpr char kTricky[] =
+    "\xEF\xBB\xBF{\"info\": {\"note\": \"]}[{,\\\"\\\\\", \"list\": [[1, [2]], {\"a\": [3]}]},\n"
+    " \"type\": \"inst\\\"ances]\", \"year\": 2017, \"ok\": true, \"none\": null,\n"
+    " \"empty\": [], \"deep\": [[[[]]], {}, \"]\", -1.5e3],\n"
+    " \"imag\\u0065s\": [\n"
+    "  {\"id\": 1, \"file_name\": \"a[1]{x}\\\",\\\\.png\", \"width\": 32, \"height\": 24},\n"
+    "  {\"id\": 2, \"file_name\": \"b]\\\\\", \"width\": 32, \"height\": 24,"
+    " \"extra\": {\"k\": [\"}\", \"\\\"]\"]}}\n"
+    " ],\n"
+    " \"annotations\" : [ {\"id\": 10, \"image_id\": 2, \"category_id\": 3,"
+    " \"note\": \"[{\\\"\", \"bbox\": [1, 2, 3, 4],"
+    " \"segmentation\": [[1, 1, 5, 1, 5, 5], [2, 2, 6, 2, 6, 6]]} ,\n"
+    "  {\"id\": 11, \"image_id\": 1, \"category_id\": 1, \"iscrowd\": 1, \"bbox\": [0, 0, 2, 2],"
+    " \"segmentation\": {\"size\": [24, 32], \"counts\": [0, 4, 20, 4, 740]}},"
+    "{\"id\":12,\"image_id\":2,\"category_id\":3,\"bbox\":[0,0,1,1],\"segmentation\":[]}\n"
+    " ],\n"
+    " \"categories\": [{\"id\": 3, \"name\": \"c,\\\"]}\"}, {\"id\": 1, \"name\": \"[one]\"}]\n"
+    "}\n";
+
+TEST(CocoIndexTest, StringsWithBracketsAndEscapesReadTheSameWithAnyWindow) {
+  const std::string dir = TempDir("tricky");
+  std::ofstream(fs::path(dir) / "tricky.json") << kTricky;
+  CocoOptions options = Uncached(Options(dir, "tricky.json"));
+  options.set_empty_images(CocoOptions::KEEP);
+  absl::StatusOr<ReferenceCoco> reference = ReadCocoReference(options);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  std::unique_ptr<CocoDataset> dataset = Open(options);
+  ASSERT_NE(dataset, nullptr);
+  ExpectSameAsReference(*dataset, *reference);
+  EXPECT_EQ(dataset->class_names(), (std::vector<std::string>{"[one]", "c,\"]}"}));
+  EXPECT_TRUE(
+      ExpectSameForWindows((fs::path(dir) / "tricky.json").string(), Range(1, sizeof(kTricky)))
+          .ok());
+}
+
+TEST_F(GeneratedSetTest, ReadsTheSameWithSmallWindows) {
+  // Compressed RLE strings hold backslashes and brackets.
+  EXPECT_TRUE(
+      ExpectSameForWindows((fs::path(*root_) / "instances.json").string(), {1, 100, 777, 65536})
+          .ok());
+}
+
+// A valid file with one defect, for the syntax tests below.
+std::string WithAnnotations(const std::string& annotations, const std::string& after = "}") {
+  return absl::StrCat(R"({"images": [{"id": 1, "file_name": "a.png", "width": 4, "height": 4}], )",
+                      R"("categories": [{"id": 1, "name": "x"}], "annotations": )", annotations,
+                      after);
+}
+
+TEST(CocoIndexTest, SyntaxErrorsAtWindowBoundariesNameTheFormerByte) {
+  const std::string a1 = R"({"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1]})";
+  const std::string a2 = R"({"id": 2, "image_id": 1, "category_id": 1, "bbox": [1, 1, 2, 2]})";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"unterminated_list", WithAnnotations(absl::StrCat("[", a1, ", ", a2), "")},
+      {"unterminated_list_after_comma", WithAnnotations(absl::StrCat("[", a1, ", "), "")},
+      {"unterminated_string", WithAnnotations(absl::StrCat("[", a1, R"(, {"id": 2, "na)"), "")},
+      {"unterminated_escape", WithAnnotations(absl::StrCat("[", a1, R"(, {"id": "2\)"), "")},
+      {"two_commas", WithAnnotations(absl::StrCat("[", a1, ",, ", a2, "]"))},
+      {"trailing_comma", WithAnnotations(absl::StrCat("[", a1, ", ", a2, ",]"))},
+      {"leading_comma", WithAnnotations(absl::StrCat("[, ", a1, "]"))},
+      {"missing_comma", WithAnnotations(absl::StrCat("[", a1, " ", a2, "]"))},
+      {"mismatched_bracket", WithAnnotations(absl::StrCat("[", a1, ", ", a2, "}"))},
+      {"mismatched_inside", WithAnnotations(absl::StrCat("[", a1, R"(, {"id": 2, "b": [1}])"))},
+      {"garbage_after_root", WithAnnotations(absl::StrCat("[", a1, "]"), "} x")},
+      {"second_root", WithAnnotations(absl::StrCat("[", a1, "]"), "}{}")},
+      {"missing_colon", R"({"images" [], "categories": [], "annotations": []})"},
+      // (Not here: a misspelled literal in a field the reader skips, "x": tru; simdjson skips
+      // it unread, now as when it read the whole file.)
+      {"empty_file", ""},
+      {"not_an_object", "[1, 2]"},
+      {"valid", WithAnnotations(absl::StrCat("[", a1, ", ", a2, "]"))},
+  };
+  const std::string dir = TempDir("window_syntax");
+  for (const auto& [name, text] : cases) {
+    SCOPED_TRACE(name);
+    const std::string file = name + ".json";
+    std::ofstream(fs::path(dir) / file) << text;
+    CocoOptions options = Uncached(Options(dir, file));
+    options.set_empty_images(CocoOptions::KEEP);
+    const absl::Status reference = ReadCocoReference(options).status();
+    EXPECT_EQ(CocoDataset::Create(options).status(), reference);
+    const absl::Status status =
+        ExpectSameForWindows((fs::path(dir) / file).string(), Range(1, text.size() + 1));
+    if (name == "valid") {
+      EXPECT_TRUE(status.ok()) << status;
+    } else if (name == "not_an_object") {
+      EXPECT_THAT(status.message(), HasSubstr("the top level is not an object"));
+    } else {
+      EXPECT_THAT(status.message(), HasSubstr(absl::StrCat(file, ": malformed JSON at byte ")));
+    }
+  }
+}
+
 // Builds a cached dataset from a copy of instances_tiny.json in a fresh directory.
 class CacheTest : public ::testing::Test {
  protected:
