@@ -200,8 +200,9 @@ TEST(DBNetTest, TargetGeneratorUsesTheLabelOptions) {
   options.mutable_labels()->set_thresh_max(0.9f);
   absl::StatusOr<std::unique_ptr<core::Model>> model = CreateModel(options);
   ASSERT_TRUE(model.ok()) << model.status();
-  const auto* generator =
-      dynamic_cast<const DBTargetGenerator*>((*model)->MakeTargetGenerator().get());
+  // Keep the shared_ptr: a pointer taken from the temporary would dangle (ASan found it).
+  const std::shared_ptr<const core::TargetGenerator> made = (*model)->MakeTargetGenerator();
+  const auto* generator = dynamic_cast<const DBTargetGenerator*>(made.get());
   ASSERT_NE(generator, nullptr);
   EXPECT_FLOAT_EQ(generator->options().shrink_ratio, 0.5f);
   EXPECT_FLOAT_EQ(generator->options().thresh_max, 0.9f);
