@@ -87,6 +87,10 @@ ABSL_FLAG(std::string, profile_dir, "",
           "the PyTorch (Kineto) profiler with input shapes, and each rank writes "
           "<profile_dir>/<configuration>_world<N>_profile_rank<k>.json, the format of "
           "torch.profiler's export_chrome_trace (benchmarks/op_table.py compares two of them)");
+ABSL_FLAG(bool, communicate_at_world_one, false,
+          "the bucketed strategies all-reduce their buckets even at world size 1 "
+          "(BucketedOptions.communicate_at_world_one): on one GPU, NCCL's path and, with "
+          "--trace_dir, whether its bucket all-reduces overlap backward");
 ABSL_FLAG(bool, retain_host_memory, true,
           "keep freed host memory for reuse, as //tools:train does (engine/host_memory.h); false: "
           "glibc's malloc defaults, under which every step faults its activations in again");
@@ -208,6 +212,7 @@ google::protobuf::Any StrategyOptions(const std::string& name) {
   if (name == "allreduce") return any;
   BucketedOptions options;
   options.set_bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb));
+  options.set_communicate_at_world_one(absl::GetFlag(FLAGS_communicate_at_world_one));
   any.PackFrom(options);
   return any;
 }
