@@ -1,9 +1,13 @@
 """PyTorch DistributedDataParallel on the network and step of
 //distributed/strategies:comm_benchmark, for side-by-side timing (run by comm_vs_ddp.sh).
 
-Prints one line per configuration: "<name> world <N> <ms> ms/step", where name is
-"none" (no communication, the compute-only baseline), "ddp" (DDP, Gloo, the given bucket
-size) or "ddp_fp16" (DDP with the fp16_compress_hook).
+Prints one line per configuration: "<name> world <N> <ms> ms/step   cpu <ms> ms/step (sys <ms>)
+faults <n>/step", where name is "none" (no communication, the compute-only baseline), "ddp"
+(DDP, Gloo, the given bucket size) or "ddp_fp16" (DDP with the fp16_compress_hook); cpu is the
+process's CPU time per step (sys: in the kernel) and faults its page faults per step, as
+comm_benchmark prints them. --profile_dir writes torch.profiler traces of a few more steps
+(benchmarks/op_table.py compares them with comm_benchmark's); --list_parameters prints the
+model's parameters and buffers as comm_benchmark --list_parameters does.
 
 --model=resnet18 trains torchvision's ResNet-18 (comm_benchmark's --model=resnet18 has the same
 parameters in the same order). DDP then runs with broadcast_buffers=False: the batch-norm

@@ -67,7 +67,7 @@ def main():
     names = sorted(set(count[0]) | set(count[1]),
                    key=lambda n: -max(self_us[0][n], self_us[1][n]))
     n = args.steps
-    print(f"per step ({n} profiled): calls ours / peer, self CPU ms ours / peer")
+    print(f"per step ({n} profiled): calls ours / peer, self ms (wall clock) ours / peer")
     print(f"{'operator':<46} {'calls':>13} {'self ms':>17}")
     for name in names[:args.top]:
         print(f"{name[:46]:<46} {count[0][name] / n:6.0f} / {count[1][name] / n:<6.0f}"
