@@ -11,16 +11,17 @@
 # sides: what is not hidden shows up as overhead).
 #
 # --interleave=N: N rounds instead of --repeats; each round runs ours (one repeat of every
-#   configuration), ours over shared memory, then DDP, so that drifting load hits both sides
-#   alike. Besides the medians it prints, per pair, the median of the N per-round ratios
-#   ours/DDP with their min-max and a bootstrap 90% interval of that median.
+#   configuration, then over shared memory) and DDP, ours first in odd rounds and DDP first in
+#   even ones, so that drifting load hits both sides alike. Besides the medians it prints, per
+#   pair (and for no communication), the median of the N per-round ratios ours/DDP with their
+#   min-max and a bootstrap 90% interval of that median.
 # --malloc: shipped (default): ours keeps freed host memory as //tools:train does
 #   (engine/host_memory.h), DDP with glibc's defaults, as PyTorch comes; defaults: both with
 #   glibc's defaults; retain: both keep freed memory (DDP through MALLOC_*_ variables). The
 #   "faults" line shows what the allocator costs: page faults per step of no communication.
 # --op_table: also profiles two no-communication steps of each side at world 1 (Kineto,
 #   comm_benchmark --profile_dir; torch.profiler, ddp_peer.py --profile_dir) and prints
-#   benchmarks/op_table.py's operator table: calls and self CPU ms per step, ours / DDP.
+#   benchmarks/op_table.py's operator table: calls and self ms per step, ours / DDP.
 #
 # Adding a strategy: one line in PAIRS below ("label ours_config ddp_peer_config"). The "shm"
 # row is our bucketed strategy over the shared-memory backend (its hidden share against its own
@@ -83,16 +84,23 @@ for model in ${models//,/ }; do
     # repeat's trace is kept).
     trace=()
     ((round < rounds)) || trace=(--trace_dir="${work}/traces_${model}" --trace_steps=3)
-    echo "== ${model}: ours"
-    "${bin}" "${common[@]}" "${ours_malloc[@]}" --configs="${ours_configs}" "${trace[@]}" |
-      tee "${work}/ours_${model}_${round}"
-    # The same buckets through the shared-memory backend (distributed/shm, backend SHM).
-    echo "== ${model}: ours, bucketed over shared memory"
-    "${bin}" "${common[@]}" "${ours_malloc[@]}" --backend=shm --configs=collectives,bucketed |
-      tee "${work}/shm_${model}_${round}"
-    echo "== ${model}: PyTorch DDP"
-    env "${peer_malloc[@]}" "${peer_python}" benchmarks/ddp_peer.py "${common[@]}" \
-      --configs="${peer_configs}" | tee "${work}/peer_${model}_${round}"
+    run_ours() {
+      echo "== ${model}: ours"
+      "${bin}" "${common[@]}" "${ours_malloc[@]}" --configs="${ours_configs}" "${trace[@]}" |
+        tee "${work}/ours_${model}_${round}"
+      # The same buckets through the shared-memory backend (distributed/shm, backend SHM).
+      echo "== ${model}: ours, bucketed over shared memory"
+      "${bin}" "${common[@]}" "${ours_malloc[@]}" --backend=shm --configs=collectives,bucketed |
+        tee "${work}/shm_${model}_${round}"
+    }
+    run_peer() {
+      echo "== ${model}: PyTorch DDP"
+      env "${peer_malloc[@]}" "${peer_python}" benchmarks/ddp_peer.py "${common[@]}" \
+        --configs="${peer_configs}" | tee "${work}/peer_${model}_${round}"
+    }
+    # Interleaved rounds alternate which side goes first (ours, DDP, DDP, ours, ...), so that
+    # load drifting within a round does not always favour the same side.
+    if ((round % 2)); then run_ours; run_peer; else run_peer; run_ours; fi
   done
   for side in ours shm peer; do cat "${work}/${side}_${model}"_* >"${work}/${side}_${model}"; done
   if ((op_table)); then
