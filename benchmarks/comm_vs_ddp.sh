@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Gradient communication, ours against PyTorch DDP (venv torch), side by side in one command:
 #   bash benchmarks/comm_vs_ddp.sh [--steps=30 --repeats=3 --resnet_steps=8 --models=small,resnet18]
+#                                  [--interleave=N] [--malloc=shipped|defaults|retain] [--op_table]
 # For each model (the small conv net at 32x32, batch 8; ResNet-18 at 224x224, batch 4), the
 # same network, batch, bucket size (1 MiB) and thread count (1 per rank) on CPU with Gloo, two
 # ranks; each configuration's median over the repeats, then per strategy pair (ours, DDP's):
@@ -8,6 +9,19 @@
 # hidden behind backward, 1 - (step - none) / collectives, where "collectives" is the time of
 # our bucketed strategy's buckets all-reduced alone, with no model running (the same for both
 # sides: what is not hidden shows up as overhead).
+#
+# --interleave=N: N rounds instead of --repeats; each round runs ours (one repeat of every
+#   configuration, then over shared memory) and DDP, ours first in odd rounds and DDP first in
+#   even ones, so that drifting load hits both sides alike. Besides the medians it prints, per
+#   pair (and for no communication), the median of the N per-round ratios ours/DDP with their
+#   min-max and a bootstrap 90% interval of that median.
+# --malloc: shipped (default): ours keeps freed host memory as //tools:train does
+#   (engine/host_memory.h), DDP with glibc's defaults, as PyTorch comes; defaults: both with
+#   glibc's defaults; retain: both keep freed memory (DDP through MALLOC_*_ variables). The
+#   "faults" line shows what the allocator costs: page faults per step of no communication.
+# --op_table: also profiles two no-communication steps of each side at world 1 (Kineto,
+#   comm_benchmark --profile_dir; torch.profiler, ddp_peer.py --profile_dir) and prints
+#   benchmarks/op_table.py's operator table: calls and self ms per step, ours / DDP.
 #
 # Adding a strategy: one line in PAIRS below ("label ours_config ddp_peer_config"). The "shm"
 # row is our bucketed strategy over the shared-memory backend (its hidden share against its own
@@ -19,16 +33,33 @@ PAIRS=(
   "bucketed bucketed ddp"
   "fp16 fp16_compress ddp_fp16"
 )
-steps=30 repeats=3 resnet_steps=8 models=small,resnet18
+steps=30 repeats=3 resnet_steps=8 models=small,resnet18 interleave=0 malloc=shipped op_table=0
 for arg in "$@"; do
   case "${arg}" in
     --steps=*) steps="${arg#*=}" ;;
     --repeats=*) repeats="${arg#*=}" ;;
     --resnet_steps=*) resnet_steps="${arg#*=}" ;;
     --models=*) models="${arg#*=}" ;;
+    --interleave=*) interleave="${arg#*=}" ;;
+    --malloc=*) malloc="${arg#*=}" ;;
+    --op_table) op_table=1 ;;
     *) echo "unknown argument ${arg}; see the usage at the top of $0" >&2; exit 2 ;;
   esac
 done
+if ! [[ "${interleave}" =~ ^[0-9]+$ ]]; then
+  echo "--interleave: a number of rounds (0: off), got ${interleave}" >&2
+  exit 2
+fi
+ours_malloc=() peer_malloc=()
+case "${malloc}" in
+  shipped) ;;
+  defaults) ours_malloc=(--retain_host_memory=false) ;;
+  retain) peer_malloc=(MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824) ;;
+  *) echo "--malloc: shipped, defaults or retain, got ${malloc}" >&2; exit 2 ;;
+esac
+# Interleaved: one repeat per side and round; otherwise one round of --repeats.
+rounds=1 side_repeats="${repeats}"
+if ((interleave > 0)); then rounds="${interleave}" side_repeats=1; fi
 bazel build -c opt //distributed/strategies:comm_benchmark >/tmp/comm_vs_ddp_build.log 2>&1 ||
   { cat /tmp/comm_vs_ddp_build.log; exit 1; }
 bin="$(bazel info -c opt bazel-bin 2>/dev/null)/distributed/strategies/comm_benchmark"
@@ -45,30 +76,68 @@ for model in ${models//,/ }; do
     resnet18) args=(--model=resnet18 --image_size=224 --batch=4 --steps="${resnet_steps}") ;;
     *) echo "--models: small and/or resnet18, got ${model}" >&2; exit 2 ;;
   esac
-  common=("${args[@]}" --repeats="${repeats}" --bucket_cap_mb=1 --threads=1 --worlds=2)
-  echo "== ${model}: ours"
-  # After each configuration's timed steps, 3 traced steps (the last repeat's trace is kept).
+  common=("${args[@]}" --repeats="${side_repeats}" --bucket_cap_mb=1 --threads=1 --worlds=2)
   mkdir -p "${work}/traces_${model}"
-  "${bin}" "${common[@]}" --configs="${ours_configs}" --trace_dir="${work}/traces_${model}" \
-    --trace_steps=3 | tee "${work}/ours_${model}"
-  # The same buckets through the shared-memory backend (distributed/shm, backend SHM).
-  echo "== ${model}: ours, bucketed over shared memory"
-  "${bin}" "${common[@]}" --backend=shm --configs=collectives,bucketed | tee "${work}/shm_${model}"
-  echo "== ${model}: PyTorch DDP"
-  "${peer_python}" benchmarks/ddp_peer.py "${common[@]}" --configs="${peer_configs}" |
-    tee "${work}/peer_${model}"
+  for ((round = 1; round <= rounds; ++round)); do
+    ((rounds == 1)) || echo "== ${model}: round ${round} of ${rounds}"
+    # After each configuration's timed steps, 3 traced steps (of the last round; the last
+    # repeat's trace is kept).
+    trace=()
+    ((round < rounds)) || trace=(--trace_dir="${work}/traces_${model}" --trace_steps=3)
+    run_ours() {
+      echo "== ${model}: ours"
+      "${bin}" "${common[@]}" "${ours_malloc[@]}" --configs="${ours_configs}" "${trace[@]}" |
+        tee "${work}/ours_${model}_${round}"
+      # The same buckets through the shared-memory backend (distributed/shm, backend SHM).
+      echo "== ${model}: ours, bucketed over shared memory"
+      "${bin}" "${common[@]}" "${ours_malloc[@]}" --backend=shm --configs=collectives,bucketed |
+        tee "${work}/shm_${model}_${round}"
+    }
+    run_peer() {
+      echo "== ${model}: PyTorch DDP"
+      env "${peer_malloc[@]}" "${peer_python}" benchmarks/ddp_peer.py "${common[@]}" \
+        --configs="${peer_configs}" | tee "${work}/peer_${model}_${round}"
+    }
+    # Interleaved rounds alternate which side goes first (ours, DDP, DDP, ours, ...), so that
+    # load drifting within a round does not always favour the same side.
+    if ((round % 2)); then run_ours; run_peer; else run_peer; run_ours; fi
+  done
+  for side in ours shm peer; do cat "${work}/${side}_${model}"_* >"${work}/${side}_${model}"; done
+  if ((op_table)); then
+    mkdir -p "${work}/profile_ours_${model}" "${work}/profile_peer_${model}"
+    profile=("${args[@]}" --steps=2 --warmup=2 --threads=1 --worlds=1 --configs=none
+      --profile_steps=2)
+    "${bin}" "${profile[@]}" "${ours_malloc[@]}" --profile_dir="${work}/profile_ours_${model}" \
+      >/dev/null
+    env "${peer_malloc[@]}" "${peer_python}" benchmarks/ddp_peer.py "${profile[@]}" \
+      --profile_dir="${work}/profile_peer_${model}" >/dev/null 2>&1
+    echo "== ${model}: operators of one no-communication step at world 1, ours / DDP"
+    "${peer_python}" benchmarks/op_table.py --steps=2 --top=20 \
+      "${work}/profile_ours_${model}/none_world1_profile_rank0.json" \
+      "${work}/profile_peer_${model}/none_world1_profile_rank0.json"
+  fi
 done
-"${peer_python}" - "${work}" "${models}" "${PAIRS[@]}" <<'PY'
-import re, statistics, sys
-work, models, pairs = sys.argv[1], sys.argv[2].split(","), [p.split() for p in sys.argv[3:]]
-def medians(path, cpu=False):
+"${peer_python}" - "${work}" "${models}" "${interleave}" "${PAIRS[@]}" <<'PY'
+import random, re, statistics, sys
+work, models, rounds = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+pairs = [p.split() for p in sys.argv[4:]]
+def medians(path, cpu=False, faults=False):
     runs = {}
     for line in open(path):
         m = re.match(r"(\S+)\s+world 2 +([\d.]+) ms/step", line)
         c = re.search(r"cpu ([\d.]+) ms/step", line)
-        if m and (c or not cpu):
-            runs.setdefault(m.group(1), []).append(float(c.group(1) if cpu else m.group(2)))
+        f = re.search(r"faults (\d+)/step", line)
+        if m and (c or not cpu) and (f or not faults):
+            value = f.group(1) if faults else c.group(1) if cpu else m.group(2)
+            runs.setdefault(m.group(1), []).append(float(value))
     return {k: statistics.median(v) for k, v in runs.items()}
+def spread(ratios):
+    """Median of per-round ratios, their min and max, and a bootstrap 90% interval of the
+    median (2000 resamples, fixed seed)."""
+    rng = random.Random(0)
+    boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+    return (f"{statistics.median(ratios):5.2f}  min-max {min(ratios):.2f}-{max(ratios):.2f}  "
+            f"90% {boot[100]:.2f}-{boot[1899]:.2f}")
 for model in models:
     ours, peer = medians(f"{work}/ours_{model}"), medians(f"{work}/peer_{model}")
     ours_cpu, peer_cpu = (medians(f"{work}/ours_{model}", True),
@@ -97,6 +166,24 @@ for model in models:
           ", ".join(f"{label} {ours_cpu[o] - ours_cpu['none']:.1f} / "
                     f"{peer_cpu[p] - peer_cpu['none']:.1f}" for label, o, p in pairs
                     if o in ours_cpu and p in peer_cpu))
+    ours_faults, peer_faults = (medians(f"{work}/ours_{model}", faults=True),
+                                medians(f"{work}/peer_{model}", faults=True))
+    if "none" in ours_faults and "none" in peer_faults:
+        print(f"page faults per step, no communication (rank 0): ours "
+              f"{ours_faults['none']:.0f} / DDP {peer_faults['none']:.0f}")
+    if rounds > 0:
+        # Per round: ours and DDP ran minutes (or less) apart, so each ratio sees one load.
+        per_round = {}
+        for r in range(1, rounds + 1):
+            o, p, sh = (medians(f"{work}/{side}_{model}_{r}") for side in ("ours", "peer", "shm"))
+            for label, oc, pc in [("none", "none", "none")] + pairs + [("shm", "bucketed", "ddp")]:
+                mine = sh if label == "shm" else o
+                if oc in mine and pc in p:
+                    per_round.setdefault(label, []).append(mine[oc] / p[pc])
+        print(f"per-round ratios ours/DDP over {rounds} interleaved rounds: median, min-max, "
+              "bootstrap 90% interval of the median")
+        for label, ratios in per_round.items():
+            print(f"  {label:<10} {spread(ratios)}   ({' '.join(f'{x:.2f}' for x in ratios)})")
 print("\n(overhead and hidden: ours / DDP; hidden shares are against the fp32 collectives)")
 PY
 # What the timeline of our bucketed strategy shows (rank 0, the last repeat's traced steps).

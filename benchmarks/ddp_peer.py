@@ -1,9 +1,13 @@
 """PyTorch DistributedDataParallel on the network and step of
 //distributed/strategies:comm_benchmark, for side-by-side timing (run by comm_vs_ddp.sh).
 
-Prints one line per configuration: "<name> world <N> <ms> ms/step", where name is
-"none" (no communication, the compute-only baseline), "ddp" (DDP, Gloo, the given bucket
-size) or "ddp_fp16" (DDP with the fp16_compress_hook).
+Prints one line per configuration: "<name> world <N> <ms> ms/step   cpu <ms> ms/step (sys <ms>)
+faults <n>/step", where name is "none" (no communication, the compute-only baseline), "ddp"
+(DDP, Gloo, the given bucket size) or "ddp_fp16" (DDP with the fp16_compress_hook); cpu is the
+process's CPU time per step (sys: in the kernel) and faults its page faults per step, as
+comm_benchmark prints them. --profile_dir writes torch.profiler traces of a few more steps
+(benchmarks/op_table.py compares them with comm_benchmark's); --list_parameters prints the
+model's parameters and buffers as comm_benchmark --list_parameters does.
 
 --model=resnet18 trains torchvision's ResNet-18 (comm_benchmark's --model=resnet18 has the same
 parameters in the same order). DDP then runs with broadcast_buffers=False: the batch-norm
@@ -12,6 +16,7 @@ issue, and the comparison is of gradient communication.
 """
 import argparse
 import os
+import resource
 import time
 
 import torch
@@ -38,17 +43,29 @@ class BenchNet(nn.Module):
         return self.fc(h.mean(dim=(2, 3)))
 
 
+def make_model(model):
+    if model == "resnet18":
+        import torchvision
+        return torchvision.models.resnet18()
+    return BenchNet()
+
+
+def page_faults():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt + usage.ru_majflt
+
+
+def sys_seconds():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
 def run(rank, world, name, args, port, results, master_addr="127.0.0.1", standalone=False):
     torch.set_num_threads(args.threads)
     os.environ["MASTER_ADDR"] = master_addr
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(7 + rank)
-    if args.model == "resnet18":
-        import torchvision
-        net = torchvision.models.resnet18()
-    else:
-        net = BenchNet()
+    net = make_model(args.model)
     classes = net.fc.out_features
     model = net
     if name.startswith("ddp"):
@@ -60,22 +77,38 @@ def run(rank, world, name, args, port, results, master_addr="127.0.0.1", standal
             model.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
     inputs = torch.randn(args.batch, 3, args.image_size, args.image_size)
     targets = torch.randn(args.batch, classes)
-    for step in range(args.warmup + args.steps):
-        if step == args.warmup:
-            dist.barrier()
-            start = time.perf_counter()
-            cpu_start = time.process_time()
+
+    def step():
         loss = (model(inputs) - targets).pow(2).mean()
         loss.backward()
         with torch.no_grad():
             for p in net.parameters():
                 p.sub_(p.grad, alpha=0.01)
                 p.grad.zero_()
+
+    for i in range(args.warmup + args.steps):
+        if i == args.warmup:
+            dist.barrier()
+            start = time.perf_counter()
+            cpu_start = time.process_time()
+            faults_start = page_faults()
+            sys_start = sys_seconds()
+        step()
     ms = (time.perf_counter() - start) * 1000 / args.steps
-    # CPU time of the process (all threads), as comm_benchmark's "cpu" column.
+    # CPU time of the process (all threads) and page faults, as comm_benchmark's columns.
     cpu_ms = (time.process_time() - cpu_start) * 1000 / args.steps
+    faults = (page_faults() - faults_start) // args.steps
+    sys_ms = (sys_seconds() - sys_start) * 1000 / args.steps
+    if args.profile_dir:
+        # As comm_benchmark's --profile_dir: a few more steps under the profiler.
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                    record_shapes=True) as prof:
+            for _ in range(args.profile_steps):
+                step()
+        prof.export_chrome_trace(
+            os.path.join(args.profile_dir, f"{name}_world{world}_profile_rank{rank}.json"))
     if rank == 0:
-        results.put((ms, cpu_ms))
+        results.put((ms, cpu_ms, sys_ms, faults))
     if standalone:
         dist.destroy_process_group()
         return
@@ -105,7 +138,22 @@ def main():
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--master_addr", default="127.0.0.1")
     parser.add_argument("--master_port", type=int, default=29700)
+    parser.add_argument("--profile_dir", default="",
+                        help="non-empty: --profile_steps more steps under torch.profiler, "
+                        "written as <dir>/<config>_world<N>_profile_rank<k>.json")
+    parser.add_argument("--profile_steps", type=int, default=2)
+    parser.add_argument("--list_parameters", action="store_true",
+                        help="print the parameters and buffers (name, shape) and exit, as "
+                        "comm_benchmark --list_parameters")
     args = parser.parse_args()
+    if args.list_parameters:
+        net = make_model(args.model)
+        for name, p in net.named_parameters():
+            print(f"parameter {name} [{', '.join(map(str, p.shape))}]")
+        for name, b in net.named_buffers():
+            print(f"buffer {name} [{', '.join(map(str, b.shape))}]")
+        print(f"parameter elements {sum(p.numel() for p in net.parameters())}")
+        return
     configs = [c for c in args.configs.split(",") if c]
     if args.rank >= 0:
         port = args.master_port
@@ -116,9 +164,9 @@ def main():
                     standalone=True)
                 port += 1
                 if args.rank == 0:
-                    ms, cpu_ms = results.get()
+                    ms, cpu_ms, sys_ms, faults = results.get()
                     print(f"{name:<14} world {args.world} {ms:9.1f} ms/step   cpu {cpu_ms:.1f} "
-                          f"ms/step", flush=True)
+                          f"ms/step (sys {sys_ms:.1f})   faults {faults}/step", flush=True)
         return
     ctx = mp.get_context("spawn")
     port = 29700
@@ -131,11 +179,11 @@ def main():
                          for r in range(world)]
                 for p in procs:
                     p.start()
-                ms, cpu_ms = results.get(timeout=600)
+                ms, cpu_ms, sys_ms, faults = results.get(timeout=600)
                 for p in procs:
                     p.join(timeout=60)
-                print(f"{name:<14} world {world} {ms:9.1f} ms/step   cpu {cpu_ms:.1f} ms/step",
-                      flush=True)
+                print(f"{name:<14} world {world} {ms:9.1f} ms/step   cpu {cpu_ms:.1f} ms/step "
+                      f"(sys {sys_ms:.1f})   faults {faults}/step", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ per file, how much of the gradient collectives' time overlapped backward:
 
   python3 benchmarks/trace_overlap.py <trace_rank0.json> [more.json ...]
 
-For each traced step: the union of the "bucket <k> allreduce" spans (launch to completion), and
+For each traced step: the union of the "bucket <k> allreduce" spans (launch to completion; on
+the GPU the "bucket <k> allreduce (cuda)" spans, the device's start to end), and
 the part of it that lies inside the step's "backward" span; the hidden share is their ratio.
 It also prints, per bucket, the mean time from ready to launch and from launch to completion,
 and the order buckets became ready in against the order they were launched in.
@@ -50,7 +51,8 @@ def analyse(path):
         for e in inside:
             spans.setdefault(e["name"], []).append((e["ts"], e["ts"] + e["dur"]))
         comm = [iv for name, ivs in spans.items()
-                if name.startswith("bucket ") and name.endswith(("allreduce", "allgather"))
+                if name.startswith("bucket ") and name.removesuffix(" (cuda)").endswith(
+                    ("allreduce", "allgather"))
                 for iv in ivs]
         backward = spans.get("backward", [(lo, lo)])[0]
         total = union_length(comm)
@@ -63,7 +65,10 @@ def analyse(path):
             if name.endswith(" launch"):
                 b = name.split()[1]
                 ready_end = spans.get(f"bucket {b} ready", [(None, ivs[0][0])])[0][1]
-                done = spans.get(f"bucket {b} allreduce", [(None, ivs[0][1])])[0][1]
+                # On the GPU the span is the device's ("... (cuda)", from CUDA events).
+                done = spans.get(f"bucket {b} allreduce",
+                                 spans.get(f"bucket {b} allreduce (cuda)",
+                                           [(None, ivs[0][1])]))[0][1]
                 per_bucket.setdefault(int(b), []).append(
                     (ivs[0][0] - ready_end, ivs[0][1] - ivs[0][0], done - ivs[0][0]))
         rows.append(dict(step=(hi - lo) / 1e3, backward=(backward[1] - backward[0]) / 1e3,

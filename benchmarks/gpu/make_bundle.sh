@@ -20,25 +20,32 @@ out=benchmarks/gpu/bundle
 limit_bytes=$((64 * 1024 * 1024))
 
 # What the check runs: the DBNet step, the comm benchmark, the quick start's generator and
-# trainer, and every CUDA operator test (cc_test under //models/ops) there is.
+# trainer, every CUDA operator test (cc_test under //models/ops) there is, and the model tests
+# with CUDA cases (Mask R-CNN's anchor generator, RPN and RoI heads; DANet has none yet): every
+# models/<model>/*_test.cc outside models/ops that checks torch::cuda::is_available().
 targets=(//models/dbnet:activation_memory_benchmark //distributed/strategies:comm_benchmark
          //data/synthetic:make_synthetic_text //tools:train)
 ops_tests=()
 if [[ -f models/ops/BUILD.bazel || -f models/ops/BUILD ]]; then
   mapfile -t ops_tests < <(bazel query 'kind(cc_test, tests(//models/ops/...))' 2>/dev/null)
 fi
-echo "building ${targets[*]} and ${#ops_tests[@]} operator test(s) with -c opt"
+model_cuda_tests=()
+while IFS= read -r src; do
+  model_cuda_tests+=("//$(dirname "${src}"):$(basename "${src}" .cc)")
+done < <(grep -l 'cuda::is_available' models/*/*_test.cc 2>/dev/null | grep -v '^models/ops/')
+echo "building ${targets[*]}, ${#ops_tests[@]} operator test(s) and" \
+  "${#model_cuda_tests[@]} model test(s) with CUDA cases (${model_cuda_tests[*]}) with -c opt"
 bazel build -c opt "${targets[@]}"
 # An operator test that does not build leaves the rest of the check intact: it is named below.
-if ((${#ops_tests[@]})); then
-  bazel build -c opt --keep_going "${ops_tests[@]}" ||
-    echo "warning: some operator tests failed to build; the bundle has those that built" >&2
+if ((${#ops_tests[@]} + ${#model_cuda_tests[@]})); then
+  bazel build -c opt --keep_going "${ops_tests[@]}" "${model_cuda_tests[@]}" ||
+    echo "warning: some tests failed to build; the bundle has those that built" >&2
 fi
 bin_root="$(bazel info -c opt bazel-bin)"
 
 stage=$(mktemp -d)
 trap 'rm -rf "${stage}"' EXIT
-mkdir -p "${stage}/bin/ops" "${stage}/lib" "${stage}/peers"
+mkdir -p "${stage}/bin/ops" "${stage}/bin/cuda_tests" "${stage}/lib" "${stage}/peers"
 label_path() { local l=${1#//}; echo "${l/://}"; }
 for t in "${targets[@]}"; do
   cp "${bin_root}/$(label_path "${t}")" "${stage}/bin/"
@@ -48,7 +55,11 @@ for t in "${ops_tests[@]}"; do
   f="${bin_root}/$(label_path "${t}")"
   if [[ -x "${f}" ]]; then cp "${f}" "${stage}/bin/ops/"; else missing_tests+=("${t}"); fi
 done
-chmod u+w "${stage}"/bin/* "${stage}"/bin/ops/* 2>/dev/null || true
+for t in "${model_cuda_tests[@]}"; do
+  f="${bin_root}/$(label_path "${t}")"
+  if [[ -x "${f}" ]]; then cp "${f}" "${stage}/bin/cuda_tests/"; else missing_tests+=("${t}"); fi
+done
+chmod u+w "${stage}"/bin/* "${stage}"/bin/ops/* "${stage}"/bin/cuda_tests/* 2>/dev/null || true
 # -c opt binaries keep their symbol tables (--strip=never in .bazelrc): not needed there.
 find "${stage}/bin" -type f -exec strip --strip-unneeded {} +
 cp benchmarks/dbnet_peer.py "${stage}/peers/"
@@ -70,7 +81,7 @@ from_wheel() {
 
 # The closure: every library ldd resolves for the binaries (ldd follows the whole tree), copied
 # under the name the loader asks for, except the wheel's and the base set.
-for f in "${stage}"/bin/* "${stage}"/bin/ops/*; do
+for f in "${stage}"/bin/* "${stage}"/bin/ops/* "${stage}"/bin/cuda_tests/*; do
   [[ -f "${f}" ]] || continue
   while read -r name path; do
     if [[ "${path}" == "not" ]]; then
@@ -87,7 +98,7 @@ done
 # library of every binary and bundled library resolves to the bundle, the wheel or the base set.
 # Anything found elsewhere (/usr/lib) would be missing there.
 problems=0
-for f in "${stage}"/bin/* "${stage}"/bin/ops/* "${stage}"/lib/*; do
+for f in "${stage}"/bin/* "${stage}"/bin/ops/* "${stage}"/bin/cuda_tests/* "${stage}"/lib/*; do
   [[ -f "${f}" ]] || continue
   while read -r name path; do
     if [[ "${path}" == "not" ]]; then

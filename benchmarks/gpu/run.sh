@@ -2,9 +2,11 @@
 # The prepared GPU check (benchmarks/gpu/README.md), run from the repository root on the GPU
 # machine with the bundle that make_bundle.sh built:
 #   bash benchmarks/gpu/run.sh [--bundle=benchmarks/gpu/bundle] [--budget=450] [--cpu]
-# Parts: library preflight, the CUDA operator tests, the DBNet-ResNet-18 training step (ours and
-# PyTorch's, fp32 / bf16 / fp16 autocast), NCCL at world size 1 through the bucketed strategy's
-# buckets, and a 200-step quick-start training with its held-out hmean. Each part runs under
+# Parts: library preflight, the CUDA operator tests, the Mask R-CNN tests' CUDA cases, the
+# DBNet-ResNet-18 training step (ours and PyTorch's, fp32 / bf16 / fp16 autocast), NCCL at world
+# size 1 through the bucketed strategy's buckets, whether those all-reduces overlap backward
+# (a traced world-1 NCCL run, trace_overlap.py), and a 200-step quick-start training with its
+# held-out hmean. Each part runs under
 # `timeout`, cut to what is left of --budget seconds; a part that fails or times out is reported
 # and the next one runs. Full logs go to $OUT/gpu_check/ when $OUT is set; the table at the end
 # names every part's status, time, peak GPU memory and result.
@@ -127,7 +129,7 @@ log_of() { echo "${logs}/${1// /_}.log"; }
 # through bash, hence exported with what it reads).
 preflight() {
   local bad=0 f
-  for f in "${bin}"/* "${bin}"/ops/* "${work}"/lib/*; do
+  for f in "${bin}"/* "${bin}"/ops/* "${bin}"/cuda_tests/* "${work}"/lib/*; do
     [[ -f "${f}" ]] || continue
     if LD_LIBRARY_PATH=${lib_path} ldd "${f}" | grep -q "not found"; then
       echo "${f##*/}:"; LD_LIBRARY_PATH=${lib_path} ldd "${f}" | grep "not found"; bad=1
@@ -154,6 +156,23 @@ for t in "${ops[@]}"; do
   [[ -f "${t}" ]] || continue
   part "ops ${t##*/}" 90 "${bundled[@]}" TEST_TMPDIR="${work}/tmp" "${t}"
   log=$(log_of "ops ${t##*/}")
+  result "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "${log}" 2>/dev/null |
+    sed 's/\[ *\([A-Z]*\) *\] \([0-9]* tests*\).*/\1 \2/' | paste -sd';')"
+done
+
+# 2b. The model tests with CUDA cases (Mask R-CNN's anchor generator, RPN and RoI heads against
+# torchvision's goldens; make_bundle.sh lists them), CUDA cases only. The goldens are read from
+# the working tree (models/<model>/testdata), hence from the repository root.
+model_tests=("${bin}"/cuda_tests/*)
+if [[ ! -f "${model_tests[0]}" ]]; then
+  names+=("cuda tests") statuses+=("none") times+=("-") peaks+=("-")
+  result "no model test with CUDA cases when the bundle was built"
+fi
+for t in "${model_tests[@]}"; do
+  [[ -f "${t}" ]] || continue
+  part "cuda ${t##*/}" 120 "${bundled[@]}" TEST_TMPDIR="${work}/tmp" "${t}" \
+    --gtest_filter='*Cuda*:*CUDA*'
+  log=$(log_of "cuda ${t##*/}")
   result "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "${log}" 2>/dev/null |
     sed 's/\[ *\([A-Z]*\) *\] \([0-9]* tests*\).*/\1 \2/' | paste -sd';')"
 done
@@ -199,6 +218,40 @@ part "comm world 1" 90 "${bundled[@]}" "${bin}/comm_benchmark" --rank=0 --world=
   --master_port="${port}" --configs=none,collectives,bucketed "${comm_args[@]}"
 result "$(grep -E 'ms/step' "$(log_of "comm world 1")" 2>/dev/null |
   awk '{printf "%s %s ms/step; ", $1, $4}')"
+
+# 4b. Does NCCL's bucket all-reduce overlap backward? One rank, the bucketed strategy told to
+# all-reduce anyway (--communicate_at_world_one), 5 traced steps; benchmarks/trace_overlap.py
+# then measures the device's all-reduce spans (CUDA events) against the backward span.
+port=$("${python}" -c '
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+mkdir -p "${work}/comm_trace"
+if ((cpu)); then
+  overlap_args=(--device=cpu --backend=gloo --steps=2 --warmup=1 --bucket_cap_mb=0.25)
+else
+  overlap_args=(--device=cuda --backend=nccl --steps=10 --warmup=3 --batch=32 --image_size=224
+                --model=resnet18 --bucket_cap_mb=25)
+fi
+# The run, then the summary of its trace (one bash under `timeout`, as every part).
+part "comm overlap world 1" 120 bash -c \
+  'trace=$1 py=$2 overlap_py=$3; shift 3; "$@" && "${py}" "${overlap_py}" "${trace}"' _ \
+  "${work}/comm_trace/bucketed_world1_trace_rank0.json" "${python}" \
+  "${repo}/benchmarks/trace_overlap.py" \
+  "${bundled[@]}" "${bin}/comm_benchmark" --rank=0 --world=1 --master_port="${port}" \
+  --configs=bucketed --communicate_at_world_one --trace_dir="${work}/comm_trace" \
+  --trace_steps=5 "${overlap_args[@]}"
+log=$(log_of "comm overlap world 1")
+share=$(grep -o 'hidden share (collective time inside backward / collective time): [0-9]*%' \
+  "${log}" 2>/dev/null | grep -o '[0-9]*%$')
+if [[ -z "${share}" ]]; then
+  result "no bucket all-reduce spans in the trace: see ${log}"
+elif [[ "${share}" == 0% ]]; then
+  result "bucket all-reduces do NOT overlap backward (0% of their time inside it)"
+else
+  result "bucket all-reduces overlap backward: ${share} of their time inside it"
+fi
 
 # 5. The quick start (tools/quickstart.sh's data, models/dbnet/configs/quickstart.pbtxt) for
 # 200 steps on the GPU in one process, then its held-out hmean.

@@ -20,6 +20,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
+#include <sys/resource.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -29,13 +31,12 @@
 #include <torch/nn/modules/pooling.h>
 #include <torch/utils.h>
 
-#include <sys/resource.h>
-
 #include <chrono>
 #include <functional>
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <vector>
@@ -49,6 +50,7 @@
 #include "distributed/process_group/multiprocess_testing.h"
 #include "distributed/process_group/process_group.h"
 #include "distributed/strategies/strategies.h"
+#include "engine/host_memory.h"
 
 ABSL_FLAG(std::string, model, "small",
           "small: the ~1 M-parameter conv net below; resnet18: torchvision's ResNet-18 (11.7 M "
@@ -80,6 +82,22 @@ ABSL_FLAG(
     "each rank writes <trace_dir>/<configuration>_trace_rank<k>.json (Chrome Trace Event "
     "Format: open in ui.perfetto.dev or chrome://tracing)");
 ABSL_FLAG(int, trace_steps, 5, "with --trace_dir: the number of traced steps");
+ABSL_FLAG(std::string, profile_dir, "",
+          "non-empty: after the timed (and traced) steps, --profile_steps more steps run under "
+          "the PyTorch (Kineto) profiler with input shapes, and each rank writes "
+          "<profile_dir>/<configuration>_world<N>_profile_rank<k>.json, the format of "
+          "torch.profiler's export_chrome_trace (benchmarks/op_table.py compares two of them)");
+ABSL_FLAG(bool, communicate_at_world_one, false,
+          "the bucketed strategies all-reduce their buckets even at world size 1 "
+          "(BucketedOptions.communicate_at_world_one): on one GPU, NCCL's path and, with "
+          "--trace_dir, whether its bucket all-reduces overlap backward");
+ABSL_FLAG(bool, retain_host_memory, true,
+          "keep freed host memory for reuse, as //tools:train does (engine/host_memory.h); false: "
+          "glibc's malloc defaults, under which every step faults its activations in again");
+ABSL_FLAG(bool, list_parameters, false,
+          "print the model's parameters and buffers (name, shape) and their element count, then "
+          "exit: compare with ddp_peer.py --list_parameters");
+ABSL_FLAG(int, profile_steps, 2, "with --profile_dir: the number of profiled steps");
 ABSL_FLAG(int, repeats, 1,
           "sweeps over all configurations; interleaving repeats spreads drifting machine load "
           "over all of them (take the median per line)");
@@ -136,17 +154,24 @@ struct BasicBlock : torch::nn::Module {
           torch::nn::Sequential(Conv(in, out, 1, stride), torch::nn::BatchNorm2d(out)));
     }
   }
+  // As torchvision's: ReLU(inplace=True) and `out += identity`. Out-of-place, each step
+  // allocated 17 more activation-sized tensors (~37 MiB at 224x224, batch 4), which glibc maps
+  // and faults in again every step.
   at::Tensor forward(const at::Tensor& x) {
-    at::Tensor h = at::relu(bn1->forward(conv1->forward(x)));
+    at::Tensor h = bn1->forward(conv1->forward(x));
+    at::relu_(h);
     h = bn2->forward(conv2->forward(h));
-    return at::relu(h + (downsample ? downsample->forward(x) : x));
+    h += downsample ? downsample->forward(x) : x;
+    return at::relu_(h);
   }
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
   torch::nn::Sequential downsample{nullptr};
 };
 
-// torchvision.models.resnet18 (same parameters, in the same order): 11.7 M parameters.
+// torchvision.models.resnet18: the same parameters and buffers (names, shapes, order; 11.7 M
+// parameters, --list_parameters prints them as ddp_peer.py's does) and the same operators per
+// step (--profile_dir, benchmarks/op_table.py).
 struct ResNet18 : BenchModel {
   ResNet18() {
     conv1 = register_module("conv1", Conv(3, 64, 7, 2));
@@ -165,10 +190,11 @@ struct ResNet18 : BenchModel {
   }
   int64_t num_classes() const override { return 1000; }
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor h = at::relu(bn1->forward(conv1->forward(x)));
+    at::Tensor h = bn1->forward(conv1->forward(x));
+    at::relu_(h);
     h = at::max_pool2d(h, 3, 2, 1);
     for (auto& layer : layers) h = layer->forward(h);
-    return fc->forward(h.mean({2, 3}));
+    return fc->forward(at::adaptive_avg_pool2d(h, {1, 1}).flatten(1));
   }
   torch::nn::Conv2d conv1{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr};
@@ -186,6 +212,7 @@ google::protobuf::Any StrategyOptions(const std::string& name) {
   if (name == "allreduce") return any;
   BucketedOptions options;
   options.set_bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb));
+  options.set_communicate_at_world_one(absl::GetFlag(FLAGS_communicate_at_world_one));
   any.PackFrom(options);
   return any;
 }
@@ -231,6 +258,41 @@ double ProcessCpuMs() {
   getrusage(RUSAGE_SELF, &usage);
   return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
          (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
+}
+
+// The part of ProcessCpuMs spent in the kernel (page faults, system calls), in ms.
+double ProcessSysMs() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_stime.tv_sec * 1e3 + usage.ru_stime.tv_usec / 1e3;
+}
+
+// Page faults of this process so far (minor: a fresh page mapped, e.g. memory the allocator got
+// from the kernel again). Unlike time, the count per step does not depend on the machine's load.
+int64_t ProcessPageFaults() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt + usage.ru_majflt;
+}
+
+// Runs `steps` steps under the Kineto profiler (CPU operators with their input shapes) and
+// writes the result to `path` in torch.profiler's Chrome trace format.
+absl::Status ProfileSteps(int steps, const std::function<absl::Status()>& step,
+                          const std::string& path) {
+  namespace profiler = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
+                                                     /*report_input_shapes=*/true);
+  const std::set<ActivityType> activities = {ActivityType::CPU};
+  profiler::prepareProfiler(config, activities);
+  profiler::enableProfiler(config, activities);
+  absl::Status status;
+  for (int i = 0; i < steps && status.ok(); ++i) status = step();
+  std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
+  if (!status.ok()) return status;
+  if (result == nullptr) return absl::InternalError("the profiler returned no result");
+  result->save(path);
+  return absl::OkStatus();
 }
 
 absl::Status TimeCollectives(std::vector<at::Tensor>& buffers,
@@ -310,7 +372,8 @@ absl::Status TrainRank(const std::string& name, int rank, int world, const c10::
   // Where a step's time goes: forward, backward (with any communication it launches), and
   // the wait for communication after backward. On a GPU each phase ends with a device
   // synchronisation, so that the host's clock sees the phase's kernels finish.
-  double forward_ms = 0, backward_ms = 0, wait_ms = 0, cpu_start_ms = 0;
+  double forward_ms = 0, backward_ms = 0, wait_ms = 0, cpu_start_ms = 0, sys_start_ms = 0;
+  int64_t faults_start = 0;
   namespace trace = core::trace;
   // One training step. With tracing on, its phases become spans of the timeline.
   const auto train_step = [&](bool timed) -> absl::Status {
@@ -362,6 +425,8 @@ absl::Status TrainRank(const std::string& name, int rank, int world, const c10::
       Synchronize(device);
       start = std::chrono::steady_clock::now();
       cpu_start_ms = ProcessCpuMs();
+      sys_start_ms = ProcessSysMs();
+      faults_start = ProcessPageFaults();
     }
     if (auto s = train_step(step >= warmup); !s.ok()) return s;
   }
@@ -370,6 +435,8 @@ absl::Status TrainRank(const std::string& name, int rank, int world, const c10::
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
       steps;
   const double cpu_ms = (ProcessCpuMs() - cpu_start_ms) / steps;
+  const double sys_ms = (ProcessSysMs() - sys_start_ms) / steps;
+  const int64_t faults = (ProcessPageFaults() - faults_start) / steps;
   double checksum = 0;
   for (const at::Tensor& p : net.parameters()) checksum += p.sum().item<double>();
   if (rank == 0) {
@@ -377,7 +444,8 @@ absl::Status TrainRank(const std::string& name, int rank, int world, const c10::
               << std::fixed << std::setprecision(1) << std::setw(9) << ms << " ms/step"
               << "   checksum " << std::setprecision(6) << checksum << std::setprecision(1)
               << "   forward " << forward_ms / steps << " backward " << backward_ms / steps
-              << " wait " << wait_ms / steps << "   cpu " << cpu_ms << " ms/step" << std::endl;
+              << " wait " << wait_ms / steps << "   cpu " << cpu_ms << " ms/step (sys " << sys_ms
+              << ")   faults " << faults << "/step" << std::endl;
   }
   // Traced steps come after the timed ones, so that the timings are those of tracing off.
   if (const std::string dir = absl::GetFlag(FLAGS_trace_dir); !dir.empty()) {
@@ -390,8 +458,18 @@ absl::Status TrainRank(const std::string& name, int rank, int world, const c10::
     Synchronize(device);
     trace::Stop();
     if (!status.ok()) return status;
-    return trace::WriteChromeTrace(
-        absl::StrCat(dir, "/", name, "_world", world, "_trace_rank", rank, ".json"));
+    if (auto s = trace::WriteChromeTrace(
+            absl::StrCat(dir, "/", name, "_world", world, "_trace_rank", rank, ".json"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_profile_dir); !dir.empty()) {
+    const absl::Status status = ProfileSteps(
+        absl::GetFlag(FLAGS_profile_steps), [&] { return train_step(false); },
+        absl::StrCat(dir, "/", name, "_world", world, "_profile_rank", rank, ".json"));
+    Synchronize(device);
+    if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }
@@ -434,11 +512,28 @@ int Main() {
     std::cerr << "--device: cpu or cuda, got '" << device << "'\n";
     return 1;
   }
+  if (absl::GetFlag(FLAGS_list_parameters)) {
+    const std::shared_ptr<BenchModel> model = MakeModel();
+    int64_t numel = 0;
+    for (const auto& item : model->named_parameters()) {
+      std::cout << "parameter " << item.key() << " " << item.value().sizes() << "\n";
+      numel += item.value().numel();
+    }
+    for (const auto& item : model->named_buffers()) {
+      std::cout << "buffer " << item.key() << " " << item.value().sizes() << "\n";
+    }
+    std::cout << "parameter elements " << numel << std::endl;
+    return 0;
+  }
+  // Before any rank is forked: every rank inherits the setting.
+  const std::string host_memory = absl::GetFlag(FLAGS_retain_host_memory)
+                                      ? engine::RetainFreedHostMemory()
+                                      : "host memory: glibc's malloc defaults";
   std::cout << absl::GetFlag(FLAGS_model) << ", batch " << absl::GetFlag(FLAGS_batch) << " x 3 x "
             << absl::GetFlag(FLAGS_image_size) << "^2 per rank, " << absl::GetFlag(FLAGS_threads)
             << " thread(s) per rank, bucket cap " << absl::GetFlag(FLAGS_bucket_cap_mb) << " MiB, "
             << absl::GetFlag(FLAGS_steps) << " timed steps, " << absl::GetFlag(FLAGS_device)
-            << " with " << absl::GetFlag(FLAGS_backend) << std::endl;
+            << " with " << absl::GetFlag(FLAGS_backend) << "; " << host_memory << std::endl;
   const std::vector<std::string> configs =
       absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipEmpty());
   int failures = 0;

@@ -217,8 +217,8 @@ void GradientReducer::LaunchReadyBuckets() {
 }
 
 void GradientReducer::Launch(Bucket& bucket) {
-  // With one rank the average is the gradient itself: nothing to send.
-  if (group_->getSize() == 1) return;
+  // With one rank the average is the gradient itself: nothing to send (unless asked to).
+  if (group_->getSize() == 1 && !options_.communicate_at_world_one) return;
   const bool tracing = core::trace::Enabled();
   const int64_t launch_us = tracing ? core::trace::NowUs() : 0;
   at::NoGradGuard no_grad;
@@ -356,7 +356,7 @@ absl::Status GradientReducer::FinishBackward() {
       --buckets_[bucket_of_param_[i]].pending;
     }
     LaunchReadyBuckets();
-    if (group_->getSize() == 1) return absl::OkStatus();
+    if (group_->getSize() == 1 && !options_.communicate_at_world_one) return absl::OkStatus();
     if (core::trace::Enabled()) {
       const int lane = core::trace::ThreadLane();
       for (size_t b = 0; b < next_bucket_; ++b) {

@@ -46,6 +46,8 @@ struct ReducerOptions {
   bool overlap = false;
   Compression compression = Compression::kNone;
   bool find_unused_parameters = false;
+  // All-reduce the buckets even at world size 1 (BucketedOptions.communicate_at_world_one).
+  bool communicate_at_world_one = false;
 };
 
 class GradientReducer {

@@ -20,6 +20,7 @@ absl::StatusOr<ReducerOptions> BucketedReducerOptions(const BucketedOptions& opt
   reducer.overlap = true;
   reducer.compression = compression;
   reducer.find_unused_parameters = options.find_unused_parameters();
+  reducer.communicate_at_world_one = options.communicate_at_world_one();
   return reducer;
 }
 
