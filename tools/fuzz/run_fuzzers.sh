@@ -67,7 +67,7 @@ if [[ $ci -eq 1 ]]; then
   work="$(mktemp -d "${TMPDIR:-/tmp}/vision-fuzz-ci.XXXXXX")"
 fi
 output_base="${VISION_FUZZ_OUTPUT_BASE:-$HOME/.cache/vision-bazel-fuzz}"
-bazel --output_base="$output_base" build --config=fuzz \
+bazel --output_base="$output_base" build --config=fuzz --symlink_prefix=/ \
   $(printf ' //tools/fuzz:%s_fuzzer' "${targets[@]}")
 bin="$(bazel --output_base="$output_base" info --config=fuzz bazel-bin 2>/dev/null)/tools/fuzz"
 

@@ -3,7 +3,8 @@
 # rebuilt with the sanitizer flags: the first run of the whole suite takes as long as a cold
 # build, ~20 min on an idle 2-core machine, and 2-3x longer to test).
 #
-#   bash tools/sanitizers/run_sanitizers.sh asan  [TARGETS...]   # ASan + UBSan; default //...
+#   bash tools/sanitizers/run_sanitizers.sh asan  [--BAZEL_FLAG...] [TARGETS...]
+#                                       # ASan + UBSan; default //...
 #   bash tools/sanitizers/run_sanitizers.sh tsan                 # TSan on the data loader
 #
 # asan: --config=asan --config=ubsan (AddressSanitizer with LeakSanitizer, and
@@ -22,13 +23,23 @@ mode="${1:-asan}"
 shift || true
 case "$mode" in
   asan)
-    targets=("$@")
-    [[ ${#targets[@]} -eq 0 ]] && targets=(//...)
+    flags=() targets=()
+    for arg in "$@"; do
+      if [[ "$arg" == --* ]]; then flags+=("$arg"); else targets+=("$arg"); fi
+    done
+    # Default: the tests `bazel test //...` runs (manual ones left out), listed by the main
+    # build's server. This one has its own output base, so it would take the main build's
+    # bazel-<workspace> symlink (which leads to /usr through @system) for source packages.
+    if [[ ${#targets[@]} -eq 0 ]]; then
+      mapfile -t targets < <(bazel query 'tests(//...) except attr(tags, manual, //...)' 2>/dev/null)
+      [[ ${#targets[@]} -gt 0 ]] || { echo "run_sanitizers.sh: bazel query found no tests" >&2; exit 1; }
+    fi
+    # --symlink_prefix=/: leave the main build's bazel-* symlinks alone.
     exec bazel --output_base="$HOME/.cache/vision-bazel-asan" test --config=asan --config=ubsan \
-      --keep_going "${targets[@]}"
+      --symlink_prefix=/ --keep_going "${flags[@]}" "${targets[@]}"
     ;;
   tsan)
-    exec bazel --output_base="$HOME/.cache/vision-bazel-tsan" test --config=tsan \
+    exec bazel --output_base="$HOME/.cache/vision-bazel-tsan" test --config=tsan --symlink_prefix=/ \
       //data/loader:loader_test
     ;;
   *)
