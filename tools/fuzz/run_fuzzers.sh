@@ -53,11 +53,11 @@ command -v clang >/dev/null || { echo "run_fuzzers.sh: clang is missing (apt-get
 # Inputs per target in --ci mode (about 10 s each on this 2-core machine).
 declare -A ci_runs=(
   [config_loader]=50000
-  [icdar2015_gt]=130000
-  [coco_json]=35000
-  [cityscapes_label]=150000
-  [image_decode]=80000
-  [rle]=60000
+  [icdar2015_gt]=250000
+  [coco_json]=10000
+  [cityscapes_label]=1000000
+  [image_decode]=500000
+  [rle]=120000
   [torch_state_dict]=2000
   [torch_pickle]=120000
 )

@@ -78,6 +78,14 @@ class Hasher {
   uint64_t length_ = 0;
 };
 
+// Bytes of a buffer that reads a file of `file_size` bytes in chunks for the hash: `cap` (a
+// multiple of 8) for large files, the size rounded up to 8 for small ones, so that a small file
+// does not pay for zeroing or faulting in a large buffer.
+size_t ReadBufferBytes(size_t cap, uint64_t file_size) {
+  const uint64_t rounded = std::max<uint64_t>(8, (file_size + 7) / 8 * 8);
+  return static_cast<size_t>(std::min<uint64_t>(cap, rounded));
+}
+
 absl::StatusOr<CocoSourceKey> StatKey(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -444,15 +452,17 @@ class JsonParser {
   absl::Status Scan(uint64_t* hash) {
     RootScanner scanner(window_bytes_);
     Hasher hasher;
-    std::vector<char> buffer(1 << 20);  // a multiple of 8 bytes, as the hash requires
+    // A multiple of 8 bytes, as the hash requires; not zeroed, and no larger than the file.
+    const size_t capacity = ReadBufferBytes(1 << 20, size_);
+    const std::unique_ptr<char[]> buffer(new char[capacity]);
     for (uint64_t done = 0; done < size_;) {
-      const size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size_ - done));
-      if (absl::Status read = ReadAt(buffer.data(), want, done); !read.ok()) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(capacity, size_ - done));
+      if (absl::Status read = ReadAt(buffer.get(), want, done); !read.ok()) {
         io_error_ = read;
         return read;
       }
-      if (hash != nullptr) hasher.Update(buffer.data(), want);
-      if (!scanner.Feed(buffer.data(), want)) break;  // not JSON: the hash will not be used
+      if (hash != nullptr) hasher.Update(buffer.get(), want);
+      if (!scanner.Feed(buffer.get(), want)) break;  // not JSON: the hash will not be used
       done += want;
     }
     if (hash != nullptr) *hash = hasher.Finish();
@@ -491,9 +501,11 @@ class JsonParser {
     if (window_capacity_ < size + simdjson::SIMDJSON_PADDING) {
       // Room for the runs that follow (each a little over window_bytes_), so that the buffers
       // are not made again for each: freed and made again they would leave the heap larger.
+      // Never more than the whole file needs: simdjson's buffers for a capacity are several
+      // times its size, which a small file should not pay for.
+      const uint64_t room = std::min<uint64_t>(window_bytes_ + window_bytes_ / 4, size_ + 2);
       window_capacity_ =
-          std::max<size_t>(size, static_cast<size_t>(window_bytes_ + window_bytes_ / 4)) +
-          simdjson::SIMDJSON_PADDING;
+          std::max<size_t>(size, static_cast<size_t>(room)) + simdjson::SIMDJSON_PADDING;
       window_.reset();  // before the new one: the old one may be large
       window_.reset(new char[window_capacity_]);
       if (auto error = parser_.allocate(window_capacity_)) return Fail(error);
@@ -1628,20 +1640,21 @@ absl::StatusOr<CocoSourceKey> ReadSourceKey(const std::string& json_path) {
   if (fd.get() < 0) {
     return absl::NotFoundError(absl::StrCat(json_path, ": cannot open the file: ", ErrnoText()));
   }
-  std::vector<char> buffer(4 << 20);
+  const size_t capacity = ReadBufferBytes(4 << 20, key.size);
+  const std::unique_ptr<char[]> buffer(new char[capacity]);
   Hasher hasher;
   for (;;) {
     // Whole buffers (a multiple of 8 bytes) until the end, as the hash requires.
     size_t filled = 0;
-    while (filled < buffer.size()) {
-      const ssize_t n = ::read(fd.get(), buffer.data() + filled, buffer.size() - filled);
+    while (filled < capacity) {
+      const ssize_t n = ::read(fd.get(), buffer.get() + filled, capacity - filled);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return absl::DataLossError(absl::StrCat(json_path, ": read error: ", ErrnoText()));
       if (n == 0) break;
       filled += static_cast<size_t>(n);
     }
-    hasher.Update(buffer.data(), filled);
-    if (filled < buffer.size()) break;
+    hasher.Update(buffer.get(), filled);
+    if (filled < capacity) break;
   }
   key.content_hash = hasher.Finish();
   return key;
