@@ -11,8 +11,8 @@
 #
 # --ci (what .ci/run does): every target starts from the stored inputs only (a fresh corpus
 # directory), with libFuzzer's seed fixed at 1 and a fixed number of inputs per target (about
-# 10 s each on an idle 2-core machine, 2.5 min for the 8), so the step tests the same inputs everywhere
-# and a red CI run reproduces with this same command. New findings come from exploring runs.
+# 10 s each on an idle 2-core machine, 2.5 min for the 8), so the step tests the same inputs
+# everywhere and a red CI run reproduces with this same command. New findings come from exploring runs.
 #
 # Each target starts from its
 # stored inputs (testdata/fuzz/<target>/ and the seeds named in tools/fuzz/BUILD.bazel) and
