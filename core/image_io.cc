@@ -351,14 +351,18 @@ absl::Status DecodeJpeg(absl::string_view bytes, int flags, absl::string_view wh
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status CheckImageStructure(absl::string_view bytes) {
+// The structural check of `bytes`, whose format SniffImageFormat gave as `format`.
+absl::Status CheckStructureOf(absl::string_view format, absl::string_view bytes) {
   const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
-  const absl::string_view format = SniffImageFormat(bytes);
   if (format == "JPEG") return CheckJpeg(data, bytes.size());
   if (format == "PNG") return CheckPng(data, bytes.size());
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckImageStructure(absl::string_view bytes) {
+  return CheckStructureOf(SniffImageFormat(bytes), bytes);
 }
 
 absl::string_view SniffImageFormat(absl::string_view bytes) {
@@ -375,7 +379,8 @@ absl::string_view SniffImageFormat(absl::string_view bytes) {
 
 absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, int flags, absl::string_view what) {
   if (bytes.empty()) return absl::DataLossError(absl::StrCat("the ", what, " file is empty"));
-  if (SniffImageFormat(bytes).empty()) {
+  const absl::string_view format = SniffImageFormat(bytes);
+  if (format.empty()) {
     std::string head;
     for (size_t i = 0; i < std::min<size_t>(bytes.size(), 8); ++i) {
       absl::StrAppendFormat(&head, "%s%02x", i == 0 ? "" : " ", static_cast<uint8_t>(bytes[i]));
@@ -384,12 +389,12 @@ absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, int flags, absl::st
         "the ", what, " file is not a JPEG, PNG, BMP, TIFF or WebP file (it starts with bytes ",
         head, "); convert it to PNG or JPEG, or check that it is the file you meant"));
   }
-  if (absl::Status status = CheckImageStructure(bytes); !status.ok()) return status;
+  if (absl::Status status = CheckStructureOf(format, bytes); !status.ok()) return status;
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return absl::DataLossError(absl::StrCat("the ", what, " file is larger than 2 GiB"));
   }
   cv::Mat image;
-  if (SniffImageFormat(bytes) == "JPEG") {
+  if (format == "JPEG") {
     bool needs_opencv = false;
     if (absl::Status status = DecodeJpeg(bytes, flags, what, &image, &needs_opencv); !status.ok()) {
       return status;
