@@ -50,13 +50,8 @@ if ! [[ "${interleave}" =~ ^[0-9]+$ ]]; then
   echo "--interleave: a number of rounds (0: off), got ${interleave}" >&2
   exit 2
 fi
-ours_malloc=() peer_malloc=()
-case "${malloc}" in
-  shipped) ;;
-  defaults) ours_malloc=(--retain_host_memory=false) ;;
-  retain) peer_malloc=(MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824) ;;
-  *) echo "--malloc: shipped, defaults or retain, got ${malloc}" >&2; exit 2 ;;
-esac
+source benchmarks/malloc_settings.sh
+malloc_settings "${malloc}" || exit 2
 # Interleaved: one repeat per side and round; otherwise one round of --repeats.
 rounds=1 side_repeats="${repeats}"
 if ((interleave > 0)); then rounds="${interleave}" side_repeats=1; fi
@@ -118,26 +113,11 @@ for model in ${models//,/ }; do
   fi
 done
 "${peer_python}" - "${work}" "${models}" "${interleave}" "${PAIRS[@]}" <<'PY'
-import random, re, statistics, sys
+import statistics, sys
+sys.path.insert(0, "benchmarks")
+from paired_ratios import medians, spread
 work, models, rounds = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
 pairs = [p.split() for p in sys.argv[4:]]
-def medians(path, cpu=False, faults=False):
-    runs = {}
-    for line in open(path):
-        m = re.match(r"(\S+)\s+world 2 +([\d.]+) ms/step", line)
-        c = re.search(r"cpu ([\d.]+) ms/step", line)
-        f = re.search(r"faults (\d+)/step", line)
-        if m and (c or not cpu) and (f or not faults):
-            value = f.group(1) if faults else c.group(1) if cpu else m.group(2)
-            runs.setdefault(m.group(1), []).append(float(value))
-    return {k: statistics.median(v) for k, v in runs.items()}
-def spread(ratios):
-    """Median of per-round ratios, their min and max, and a bootstrap 90% interval of the
-    median (2000 resamples, fixed seed)."""
-    rng = random.Random(0)
-    boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
-    return (f"{statistics.median(ratios):5.2f}  min-max {min(ratios):.2f}-{max(ratios):.2f}  "
-            f"90% {boot[100]:.2f}-{boot[1899]:.2f}")
 for model in models:
     ours, peer = medians(f"{work}/ours_{model}"), medians(f"{work}/peer_{model}")
     ours_cpu, peer_cpu = (medians(f"{work}/ours_{model}", True),
