@@ -761,6 +761,36 @@ TEST_F(CacheTest, ReadOnlyFileSystemFallsBack) {
   EXPECT_EQ(ReadText(out + "/beside"), built_default + "\n4");
 }
 
+// Two annotation files of the same name in one cache_dir get a cache each; a cache copied
+// over another file's is stale there (its key is the other file's), so it is rebuilt.
+TEST_F(CacheTest, CachesOfOtherFilesWithTheSameNameAreNeverUsed) {
+  const std::string other_dir = TempDir("other_instances");
+  std::string text = ReadText((fs::path(dir_) / "instances.json").string());
+  const size_t at = text.find("\"rectangle\"");
+  ASSERT_NE(at, std::string::npos);
+  text[at + 1] = 'R';
+  std::ofstream(fs::path(other_dir) / "instances.json") << text;
+  CocoOptions other = options_;
+  other.set_root(other_dir);
+  const std::string other_cache =
+      CocoCachePath((fs::path(other_dir) / "instances.json").string(), options_.cache_dir());
+  ASSERT_NE(other_cache, cache_path_);
+  std::unique_ptr<CocoDataset> dataset = Open(other);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_THAT(dataset->index_report(), StartsWith("built " + other_cache + " (first load)"));
+  EXPECT_EQ(dataset->class_names()[1], "Rectangle");
+  dataset = Open(options_);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_EQ(dataset->index_report(), "mapped " + cache_path_);
+  EXPECT_EQ(dataset->class_names()[1], "rectangle");
+
+  fs::copy_file(other_cache, cache_path_, fs::copy_options::overwrite_existing);
+  dataset = Open(options_);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_THAT(dataset->index_report(), HasSubstr("(rebuilt: stale: built from a source of "));
+  EXPECT_EQ(dataset->class_names()[1], "rectangle");
+}
+
 TEST_F(CacheTest, WaitingForALockHolderTimesOutNamingTheCache) {
   fs::remove(cache_path_);
   const std::string lock_path = cache_path_ + ".lock";
