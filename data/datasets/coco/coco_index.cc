@@ -83,10 +83,10 @@ class Hasher {
 
 // The same mixing in kLanes independent chains (word i goes to chain i % kLanes), so that
 // the multiplications overlap: about twice the speed of one chain (8 against 4 GB/s on this
-// machine), for the source files' key and the cache's checksum. Each step
-// is a bijection of a chain's state for a given word, and so is the final combination of
-// the chains for the others' values, so a change confined to one 8-byte word (any flipped
-// bit, say) always changes the hash; other changes go unnoticed with odds of about 2^-64.
+// machine), for the source files' key and the cache's checksum. A step maps different words
+// to different states, and later steps and the final combination of the chains are
+// bijections of a chain's state, so a change confined to one 8-byte word (any flipped bit,
+// say) always changes the hash; other changes go unnoticed with odds of about 2^-64.
 class WideHasher {
  public:
   void Update(const char* data, size_t size) {
