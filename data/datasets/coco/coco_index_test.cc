@@ -1,22 +1,31 @@
 // The compact COCO index and its cache: every annotation reads back as the former reader
 // (coco_reference_reader.h) read it, from the JSON and from the cache; bad files give the
-// former messages; stale, truncated, older and damaged caches are rebuilt, an unusable cache
-// directory falls back to memory, and two processes build one cache.
+// former messages; stale, truncated, older and damaged caches (a bit flipped anywhere, a
+// zeroed tail, a writer's bad index) are never used but rebuilt to the same bytes; a cache
+// directory on a read-only file system (a private mount namespace) or otherwise unusable falls
+// back to another directory or to memory, and two processes build one cache.
 #include "data/datasets/coco/coco_index.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,7 +40,9 @@ namespace vision::data::datasets::coco {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr char kRoot[] = "testdata/coco";
@@ -421,6 +432,32 @@ class CacheTest : public ::testing::Test {
     file.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(size));
   }
 
+  std::string CacheBytes() const {
+    std::ifstream file(cache_path_, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  }
+
+  // Stores the checksum of the cache as it now is, as the writer would have.
+  void Resign() {
+    const std::string bytes = CacheBytes();
+    const uint64_t checksum = CocoCacheChecksum(bytes.data(), bytes.size());
+    Patch(kChecksumAt, &checksum, sizeof(checksum));
+  }
+
+  // The cache header's layout (coco_index.cc's CacheHeader, format version 3): checked
+  // against the file in CacheLayoutIsAsTheTestsAssume.
+  static constexpr uint64_t kChecksumAt = 56;
+  static constexpr int kNumSections = 7;
+  static constexpr uint64_t kOffsetsAt = 64;
+  static constexpr uint64_t kBytesAt = kOffsetsAt + 8 * kNumSections;
+  static constexpr uint64_t kHeaderBytes = kBytesAt + 8 * kNumSections;
+
+  uint64_t HeaderWord(const std::string& bytes, uint64_t at) const {
+    uint64_t word;
+    std::memcpy(&word, bytes.data() + at, sizeof(word));
+    return word;
+  }
+
   std::string dir_;
   CocoOptions options_;
   std::string cache_path_;
@@ -487,7 +524,12 @@ TEST_F(CacheTest, DamagedIndexIsRebuiltNotFollowed) {
   ASSERT_NE(categories_at, std::string::npos);
   const uint64_t far = uint64_t{1} << 40;
   Patch(categories_at + base + offsetof(CocoAnnotationRecord, mask_end), &far, sizeof(far));
-  EXPECT_THAT(Report(), HasSubstr("rebuilt: corrupt: "));
+  // As a writer's bug would leave it: wrong contents under a valid checksum. The bounds
+  // checks, not the checksum, must catch it.
+  Resign();
+  EXPECT_THAT(Report(), AllOf(HasSubstr("rebuilt: corrupt: "), HasSubstr(" range ["),
+                              Not(HasSubstr("checksum"))));
+  EXPECT_THAT(Report(), StartsWith("mapped "));
 }
 
 TEST_F(CacheTest, UnusableCacheDirectoryFallsBackToMemory) {
@@ -501,6 +543,252 @@ TEST_F(CacheTest, UnusableCacheDirectoryFallsBackToMemory) {
               AllOf(StartsWith("parsed into memory (no writable cache directory: "),
                     HasSubstr("a_file/cache is not a directory and cannot be created")));
   EXPECT_EQ(dataset->class_names().size(), 4u);
+}
+
+TEST_F(CacheTest, CacheLayoutIsAsTheTestsAssume) {
+  ASSERT_EQ(kCocoIndexFormatVersion, 3u) << "update the layout constants of CacheTest";
+  const std::string bytes = CacheBytes();
+  ASSERT_GE(bytes.size(), kHeaderBytes);
+  EXPECT_EQ(bytes.substr(0, 8), "VCOCOIDX");
+  EXPECT_EQ(HeaderWord(bytes, 24), bytes.size());          // file_size
+  EXPECT_EQ(HeaderWord(bytes, kOffsetsAt), kHeaderBytes);  // the first section follows
+  uint64_t end = kHeaderBytes;
+  for (int s = 0; s < kNumSections; ++s) {
+    EXPECT_EQ(HeaderWord(bytes, kOffsetsAt + 8 * s), end) << "section " << s;
+    EXPECT_GT(HeaderWord(bytes, kBytesAt + 8 * s), 0u) << "section " << s << " is empty";
+    end = (HeaderWord(bytes, kOffsetsAt + 8 * s) + HeaderWord(bytes, kBytesAt + 8 * s) + 7) / 8 * 8;
+  }
+  EXPECT_EQ(end, bytes.size());
+  std::string zeroed = bytes;
+  std::memset(&zeroed[kChecksumAt], 0, 8);
+  EXPECT_EQ(HeaderWord(bytes, kChecksumAt), CocoCacheChecksum(zeroed.data(), zeroed.size()));
+  EXPECT_EQ(HeaderWord(bytes, kChecksumAt), CocoCacheChecksum(bytes.data(), bytes.size()));
+}
+
+// One bit flipped in every field of the header, at the start, middle and end of every
+// section, and in the last byte: never used, always rebuilt to the very same bytes, which
+// read as the reference reads the JSON.
+TEST_F(CacheTest, AFlippedBitAnywhereIsDetectedAndRebuiltToTheSameBytes) {
+  const std::string original = CacheBytes();
+  absl::StatusOr<ReferenceCoco> reference = ReadCocoReference(options_);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  std::vector<std::pair<uint64_t, std::string>> places;
+  for (uint64_t at = 0; at < kHeaderBytes; at += 4) places.push_back({at, "header"});
+  for (int s = 0; s < kNumSections; ++s) {
+    const uint64_t begin = HeaderWord(original, kOffsetsAt + 8 * s);
+    const uint64_t bytes = HeaderWord(original, kBytesAt + 8 * s);
+    for (uint64_t at : {begin, begin + bytes / 2, begin + bytes - 1}) {
+      places.push_back({at, absl::StrCat("section ", s)});
+    }
+  }
+  places.push_back({original.size() - 1, "last byte"});
+  for (const auto& [at, what] : places) {
+    SCOPED_TRACE(absl::StrCat(what, ", byte ", at));
+    char byte = static_cast<char>(original[at] ^ (1 << (at % 8)));
+    Patch(at, &byte, 1);
+    ::testing::internal::CaptureStderr();
+    std::unique_ptr<CocoDataset> dataset = Open(options_);
+    const std::string notice = ::testing::internal::GetCapturedStderr();
+    ASSERT_NE(dataset, nullptr);
+    EXPECT_THAT(dataset->index_report(), StartsWith("built " + cache_path_ + " (rebuilt: "));
+    if (at >= 8 && at < 12) {
+      EXPECT_THAT(dataset->index_report(), HasSubstr("written by format version"));
+    } else if (at < 8) {
+      EXPECT_THAT(dataset->index_report(), HasSubstr("wrong magic bytes"));
+    } else if (at >= 24 && at < 32) {
+      EXPECT_THAT(dataset->index_report(), HasSubstr("truncated or overwritten"));
+    } else {
+      EXPECT_THAT(dataset->index_report(), HasSubstr("corrupt: its checksum is "));
+      // One line, naming the cache, what is wrong with it and what is done about it.
+      EXPECT_EQ(std::count(notice.begin(), notice.end(), '\n'), 1) << notice;
+      EXPECT_THAT(notice, AllOf(StartsWith("COCO: the index cache " + cache_path_ +
+                                           " is damaged (corrupt: its checksum is "),
+                                HasSubstr("rebuilding it from " + options_.root())));
+    }
+    EXPECT_EQ(CacheBytes(), original);
+    ExpectSameAsReference(*dataset, *reference);
+    ASSERT_THAT(Report(), StartsWith("mapped " + cache_path_));
+  }
+}
+
+TEST_F(CacheTest, ShortOrZeroFilledCachesAreRebuilt) {
+  const std::string original = CacheBytes();
+  // 8 bytes short: the size no longer matches the header's.
+  fs::resize_file(cache_path_, original.size() - 8);
+  EXPECT_THAT(Report(), HasSubstr("rebuilt: truncated or overwritten: "));
+  EXPECT_EQ(CacheBytes(), original);
+  // A copy cut short and padded back to its size with zeros (as a crash leaves a file whose
+  // size was set first): the sizes agree, the checksum does not.
+  const std::string zeros(original.size() / 3, '\0');
+  Patch(original.size() - zeros.size(), zeros.data(), zeros.size());
+  EXPECT_THAT(Report(), HasSubstr("rebuilt: corrupt: its checksum is "));
+  EXPECT_EQ(CacheBytes(), original);
+  // 64 bytes of the file written over by 64 others of it (a misplaced block).
+  Patch(original.size() - 64, original.data() + kHeaderBytes, 64);
+  EXPECT_THAT(Report(), HasSubstr("rebuilt: corrupt: its checksum is "));
+  EXPECT_EQ(CacheBytes(), original);
+  EXPECT_THAT(Report(), StartsWith("mapped "));
+}
+
+// Whether a read-only bind mount can be made: needs root (CAP_SYS_ADMIN).
+bool MountsAllowed() { return ::geteuid() == 0; }
+
+// Runs `body` in a child process in a private mount namespace where `dir` is a read-only
+// bind mount of itself, so that even root cannot write there; the child's exit status is
+// body's (0 for success) or 100 + errno when the mount could not be made, with why in `why`.
+int RunWithReadOnly(const std::string& dir, const std::string& why,
+                    const std::function<int()>& body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto fail = [&why](const std::string& what) {
+      const int error = errno;
+      std::ofstream(why) << what << ": " << std::strerror(error);
+      ::_exit(100 + error);
+    };
+    if (::unshare(CLONE_NEWNS) != 0) fail("unshare(CLONE_NEWNS)");
+    // Nothing done here may reach the test's own mount namespace.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      fail("mount(/, MS_REC | MS_PRIVATE)");
+    }
+    if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      fail("bind mount of " + dir);
+    }
+    if (::mount(nullptr, dir.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
+      fail("read-only remount of " + dir);
+    }
+    // The point of the mount: root cannot create a file there.
+    const std::string probe = (fs::path(dir) / "probe").string();
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0 || errno != EROFS) {
+      errno = fd >= 0 ? 0 : errno;
+      fail("creating " + probe + " on the read-only mount did not fail with EROFS");
+    }
+    ::_exit(body());
+  }
+  int wstatus = 0;
+  if (child < 0 || ::waitpid(child, &wstatus, 0) != child) return -1;
+  return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+}
+
+// Opens `options` in the child, writing the report (or error) and what went to stderr.
+int OpenAndRecord(const CocoOptions& options, const std::string& out) {
+  const int saved = ::dup(2);
+  const int err = ::open((out + ".stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::dup2(err, 2);
+  absl::StatusOr<std::unique_ptr<CocoDataset>> dataset = CocoDataset::Create(options);
+  ::dup2(saved, 2);
+  std::ofstream(out) << (dataset.ok() ? (*dataset)->index_report()
+                                      : std::string(dataset.status().message()))
+                     << "\n"
+                     << (dataset.ok() ? (*dataset)->Size() : -1);
+  return dataset.ok() ? 0 : 1;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The cache directory (and the annotation file's) on a read-only file system, as root: a
+// valid cache there is mapped; a damaged one cannot be replaced, so the index is parsed into
+// memory with a notice naming the directory and how to set another; with no cache_dir the
+// default cache directory takes over.
+TEST_F(CacheTest, ReadOnlyFileSystemFallsBack) {
+  if (!MountsAllowed()) {
+    GTEST_SKIP() << "not root: cannot make a read-only bind mount (the tests run as root "
+                    "here and in CI, where this test must run)";
+  }
+  const std::string out = TempDir("read_only_out");
+  const std::string xdg = TempDir("read_only_xdg");
+  // A second cache directory holding a damaged copy of the cache (same name: it is made from
+  // the annotation file's path).
+  const fs::path bad_dir = fs::path(dir_) / "cache_bad";
+  fs::create_directories(bad_dir);
+  const fs::path bad_cache = bad_dir / fs::path(cache_path_).filename();
+  fs::copy_file(cache_path_, bad_cache);
+  {
+    std::fstream file(bad_cache, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(fs::file_size(bad_cache) - 1));
+    file.put('\x55');
+  }
+  CocoOptions bad = options_;
+  bad.set_cache_dir(bad_dir.string());
+  CocoOptions beside = options_;
+  beside.clear_cache_dir();
+  const std::string why = (fs::path(out) / "why").string();
+  const int status = RunWithReadOnly(dir_, why, [&]() {
+    ::setenv("XDG_CACHE_HOME", xdg.c_str(), 1);
+    int failed = OpenAndRecord(options_, out + "/valid");
+    failed |= OpenAndRecord(bad, out + "/bad") << 1;
+    failed |= OpenAndRecord(beside, out + "/beside") << 2;
+    return failed;
+  });
+  ASSERT_LT(status, 100) << "could not make " << dir_
+                         << " a read-only mount as root: " << ReadText(why)
+                         << " (the test needs CAP_SYS_ADMIN)";
+  ASSERT_EQ(status, 0) << ReadText(out + "/valid") << "\n"
+                       << ReadText(out + "/bad") << "\n"
+                       << ReadText(out + "/beside");
+
+  // A valid cache on a read-only file system is used as it is.
+  EXPECT_EQ(ReadText(out + "/valid"), "mapped " + cache_path_ + "\n4");
+  EXPECT_EQ(ReadText(out + "/valid.stderr"), "");
+
+  // A damaged one is not, and cannot be replaced there: parsed into memory, with a notice
+  // saying what (no writable cache directory), where (the directory, the damaged cache) and
+  // how to fix it (cache_dir).
+  const std::string bad_dir_says =
+      absl::StrCat(bad_dir.string(), " is not writable (Read-only file system), and its cache ",
+                   bad_cache.string(), " cannot be used (corrupt: its checksum is ");
+  EXPECT_THAT(ReadText(out + "/bad"),
+              AllOf(StartsWith("parsed into memory (no writable cache directory: " + bad_dir_says),
+                    HasSubstr("\n4")));
+  const std::string notice = ReadText(out + "/bad.stderr");
+  EXPECT_EQ(std::count(notice.begin(), notice.end(), '\n'), 1) << notice;
+  EXPECT_THAT(notice, AllOf(StartsWith("COCO: " + options_.root() +
+                                       "/instances.json: "
+                                       "no writable cache directory: " +
+                                       bad_dir_says),
+                            HasSubstr("parsing it into memory on every load instead. To cache "
+                                      "it, set CocoOptions.cache_dir to a writable directory")));
+  EXPECT_EQ(fs::file_size(bad_cache), fs::file_size(cache_path_));  // left as it was
+
+  // Without cache_dir, the annotation file's directory is read-only: the default cache
+  // directory is used, and the report says why.
+  const std::string built_default = absl::StrCat(
+      "built ", CocoCachePath(options_.root() + "/instances.json", xdg + "/vision-train/coco"),
+      " (first load); instead of ", dir_, " is not writable (Read-only file system)");
+  EXPECT_EQ(ReadText(out + "/beside"), built_default + "\n4");
+}
+
+// Two annotation files of the same name in one cache_dir get a cache each; a cache copied
+// over another file's is stale there (its key is the other file's), so it is rebuilt.
+TEST_F(CacheTest, CachesOfOtherFilesWithTheSameNameAreNeverUsed) {
+  const std::string other_dir = TempDir("other_instances");
+  std::string text = ReadText((fs::path(dir_) / "instances.json").string());
+  const size_t at = text.find("\"rectangle\"");
+  ASSERT_NE(at, std::string::npos);
+  text[at + 1] = 'R';
+  std::ofstream(fs::path(other_dir) / "instances.json") << text;
+  CocoOptions other = options_;
+  other.set_root(other_dir);
+  const std::string other_cache =
+      CocoCachePath((fs::path(other_dir) / "instances.json").string(), options_.cache_dir());
+  ASSERT_NE(other_cache, cache_path_);
+  std::unique_ptr<CocoDataset> dataset = Open(other);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_THAT(dataset->index_report(), StartsWith("built " + other_cache + " (first load)"));
+  EXPECT_EQ(dataset->class_names()[1], "Rectangle");
+  dataset = Open(options_);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_EQ(dataset->index_report(), "mapped " + cache_path_);
+  EXPECT_EQ(dataset->class_names()[1], "rectangle");
+
+  fs::copy_file(other_cache, cache_path_, fs::copy_options::overwrite_existing);
+  dataset = Open(options_);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_THAT(dataset->index_report(), HasSubstr("(rebuilt: stale: built from a source of "));
+  EXPECT_EQ(dataset->class_names()[1], "rectangle");
 }
 
 TEST_F(CacheTest, WaitingForALockHolderTimesOutNamingTheCache) {
