@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/data_agreement.h"
+#include "core/image_io.h"
 #include "core/lr_warmup.h"
 #include "core/param_groups.h"
 #include "core/segmentation_model.h"
@@ -32,6 +33,27 @@ std::string Needs(const char* verb, const std::optional<TaskRequirements>& needs
   return needs ? absl::StrCat("; ", verb, " ", DescribeRequirements(*needs)) : "";
 }
 
+// Runs the dataset's Load under its DataConfig's pixel limit (max_image_pixels): every image
+// the dataset reads through core::ReadImage on the loading thread is held to it, whatever the
+// plugin, without the plugins knowing the setting.
+class PixelLimitedDataset final : public Dataset {
+ public:
+  PixelLimitedDataset(std::unique_ptr<Dataset> dataset, int64_t max_pixels, std::string setting)
+      : dataset_(std::move(dataset)), max_pixels_(max_pixels), setting_(std::move(setting)) {}
+  int64_t Size() const override { return dataset_->Size(); }
+  absl::StatusOr<Sample> Load(int64_t index) const override {
+    const ScopedMaxImagePixels limit(max_pixels_, setting_);
+    return dataset_->Load(index);
+  }
+  std::string Describe() const override { return dataset_->Describe(); }
+  std::optional<DatasetMetadata> Metadata() const override { return dataset_->Metadata(); }
+
+ private:
+  const std::unique_ptr<Dataset> dataset_;
+  const int64_t max_pixels_;
+  const std::string setting_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Model>> BuildModel(const PluginSpec& spec) {
@@ -46,9 +68,13 @@ absl::StatusOr<std::shared_ptr<Model>> BuildModel(const PluginSpec& spec) {
 
 absl::StatusOr<std::unique_ptr<Dataset>> BuildDataset(const DataConfig& data,
                                                       const std::string& field) {
-  return WithContext<std::unique_ptr<Dataset>>(field + ".dataset", [&] {
-    return DatasetRegistry::Get().Create(data.dataset().type(), data.dataset().options());
-  });
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset,
+                          WithContext<std::unique_ptr<Dataset>>(field + ".dataset", [&] {
+                            return DatasetRegistry::Get().Create(data.dataset().type(),
+                                                                 data.dataset().options());
+                          }));
+  return std::unique_ptr<Dataset>(std::make_unique<PixelLimitedDataset>(
+      std::move(dataset), data.max_image_pixels(), field + ".max_image_pixels"));
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(
@@ -78,10 +104,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> BuildOptimizer(const OptimizerConfig&
 }
 
 absl::StatusOr<std::unique_ptr<LrSchedule>> BuildLrSchedule(const LrScheduleConfig& config) {
-  absl::StatusOr<std::unique_ptr<LrSchedule>> schedule =
-      WithContext<std::unique_ptr<LrSchedule>>("lr_schedule", [&] {
-        return LrScheduleRegistry::Get().Create(config.type(), config.options());
-      });
+  absl::StatusOr<std::unique_ptr<LrSchedule>> schedule = WithContext<std::unique_ptr<LrSchedule>>(
+      "lr_schedule",
+      [&] { return LrScheduleRegistry::Get().Create(config.type(), config.options()); });
   if (!schedule.ok() || config.warmup_steps() == 0) return schedule;
   return std::unique_ptr<LrSchedule>(std::make_unique<WarmupSchedule>(
       std::move(schedule).value(), config.warmup_steps(), config.warmup_start_factor()));
@@ -90,7 +115,8 @@ absl::StatusOr<std::unique_ptr<LrSchedule>> BuildLrSchedule(const LrScheduleConf
 absl::StatusOr<std::unique_ptr<CommStrategy>> BuildCommStrategy(const DistributedConfig& config) {
   if (!config.has_strategy()) return std::unique_ptr<CommStrategy>();
   return WithContext<std::unique_ptr<CommStrategy>>("distributed.strategy", [&] {
-    return CommStrategyRegistry::Get().Create(config.strategy().type(), config.strategy().options());
+    return CommStrategyRegistry::Get().Create(config.strategy().type(),
+                                              config.strategy().options());
   });
 }
 
@@ -114,14 +140,14 @@ absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int wo
   }
   VISION_ASSIGN_OR_RETURN(p.train_dataset, BuildDataset(config.train_data(), "train_data"));
   VISION_ASSIGN_OR_RETURN(p.train_augmentations,
-                           BuildAugmentations(config.train_data(), "train_data"));
+                          BuildAugmentations(config.train_data(), "train_data"));
   if (config.has_eval_data()) {
     VISION_ASSIGN_OR_RETURN(p.eval_dataset, BuildDataset(config.eval_data(), "eval_data"));
     VISION_ASSIGN_OR_RETURN(p.eval_augmentations,
-                             BuildAugmentations(config.eval_data(), "eval_data"));
+                            BuildAugmentations(config.eval_data(), "eval_data"));
   }
   VISION_ASSIGN_OR_RETURN(p.optimizer,
-                           BuildOptimizer(config.optimizer(), *p.model, p.global_batch_size));
+                          BuildOptimizer(config.optimizer(), *p.model, p.global_batch_size));
   VISION_ASSIGN_OR_RETURN(p.lr_schedule, BuildLrSchedule(config.lr_schedule()));
   VISION_ASSIGN_OR_RETURN(p.comm_strategy, BuildCommStrategy(config.distributed()));
   VISION_ASSIGN_OR_RETURN(p.evaluator, BuildEvaluator(config.evaluation()));
@@ -173,19 +199,21 @@ std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& 
   lines.push_back(absl::StrFormat("lr schedule:    %s, warmup %d steps from factor %g",
                                   config.lr_schedule().type(), config.lr_schedule().warmup_steps(),
                                   config.lr_schedule().warmup_start_factor()));
-  lines.push_back(absl::StrFormat(
-      "comm strategy:  %s", p.comm_strategy ? config.distributed().strategy().type()
-                                            : std::string("(none: gradients are not communicated)")));
+  lines.push_back(absl::StrFormat("comm strategy:  %s",
+                                  p.comm_strategy
+                                      ? config.distributed().strategy().type()
+                                      : std::string("(none: gradients are not communicated)")));
   lines.push_back(absl::StrFormat(
       "evaluator:      %s",
       p.evaluator ? absl::StrCat(config.evaluation().evaluator().type(), " (main metric ",
                                  p.evaluator->MainMetric(),
                                  Needs("scores", p.evaluator->DataRequirements()), ")")
                   : std::string("(none)")));
-  lines.push_back(absl::StrFormat("device:         %s, mixed precision %s", config.device(),
-                                  config.mixed_precision().enabled()
-                                      ? MixedPrecisionConfig::Dtype_Name(config.mixed_precision().dtype())
-                                      : std::string("off")));
+  lines.push_back(
+      absl::StrFormat("device:         %s, mixed precision %s", config.device(),
+                      config.mixed_precision().enabled()
+                          ? MixedPrecisionConfig::Dtype_Name(config.mixed_precision().dtype())
+                          : std::string("off")));
   return absl::StrJoin(lines, "\n");
 }
 

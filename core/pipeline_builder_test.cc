@@ -3,16 +3,20 @@
 // and requirements a test's config gives them.
 #include "core/pipeline_builder.h"
 
+#include <torch/optim/sgd.h>
+
+#include <cstdlib>
 #include <memory>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <string>
 #include <vector>
-
-#include <torch/optim/sgd.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/data_agreement.h"
 #include "core/dataset.h"
 #include "core/evaluator.h"
+#include "core/image_io.h"
 #include "core/lr_schedule.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -26,11 +30,11 @@ namespace vision::core {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::FakeAnnotationKind;
 using testing::FakeDatasetOptions;
 using testing::FakeNeedsOptions;
 using testing::FakeNoOptions;
+using ::testing::HasSubstr;
 
 AnnotationKind KindOf(FakeAnnotationKind kind) {
   switch (kind) {
@@ -60,7 +64,15 @@ class FakeDataset : public Dataset {
     return std::make_unique<FakeDataset>(o);
   }
   int64_t Size() const override { return 1; }
-  absl::StatusOr<Sample> Load(int64_t) const override { return Sample(); }
+  absl::StatusOr<Sample> Load(int64_t) const override {
+    Sample sample;
+    if (o_.has_image_path()) {
+      absl::StatusOr<cv::Mat> image = ReadImage(o_.image_path());
+      if (!image.ok()) return image.status();
+      sample.image = *std::move(image);
+    }
+    return sample;
+  }
   std::string Describe() const override { return o_.name(); }
   std::optional<DatasetMetadata> Metadata() const override {
     if (!o_.states_metadata()) return std::nullopt;
@@ -123,15 +135,14 @@ class FakeSgd : public Optimizer {
   explicit FakeSgd(const std::vector<ParamGroupSpec>& groups) {
     std::vector<torch::optim::OptimizerParamGroup> torch_groups;
     for (const ParamGroupSpec& group : groups) {
-      torch_groups.emplace_back(group.params,
-                                std::make_unique<torch::optim::SGDOptions>(group.lr));
+      torch_groups.emplace_back(group.params, std::make_unique<torch::optim::SGDOptions>(group.lr));
       base_lrs_.push_back(group.lr);
     }
-    sgd_ = std::make_unique<torch::optim::SGD>(std::move(torch_groups),
-                                               torch::optim::SGDOptions(0.1));
+    sgd_ =
+        std::make_unique<torch::optim::SGD>(std::move(torch_groups), torch::optim::SGDOptions(0.1));
   }
-  static absl::StatusOr<std::unique_ptr<FakeSgd>> Create(const FakeNoOptions&,
-                                                         const std::vector<ParamGroupSpec>& groups) {
+  static absl::StatusOr<std::unique_ptr<FakeSgd>> Create(
+      const FakeNoOptions&, const std::vector<ParamGroupSpec>& groups) {
     return std::make_unique<FakeSgd>(groups);
   }
   torch::optim::Optimizer& torch_optimizer() override { return *sgd_; }
@@ -170,12 +181,12 @@ TrainPipelineConfig Config(const std::string& model, const std::string& train,
                         options, "] { ", fields, " } }");
   };
   std::string text = absl::StrCat(
-      "model { ", spec("FakeModel", "FakeNeedsOptions", model), " }\n",
-      "train_data { dataset { ", spec("FakeDataset", "FakeDatasetOptions", train),
-      " } loader { batch_size: 2 } }\n",
+      "model { ", spec("FakeModel", "FakeNeedsOptions", model), " }\n", "train_data { dataset { ",
+      spec("FakeDataset", "FakeDatasetOptions", train), " } loader { batch_size: 2 } }\n",
       "optimizer { type: \"FakeSgd\" lr: 0.1 }\n", "lr_schedule { type: \"FakeConstant\" }\n");
   if (!eval.empty()) {
-    absl::StrAppend(&text, "eval_data { dataset { ", spec("FakeDataset", "FakeDatasetOptions", eval),
+    absl::StrAppend(&text, "eval_data { dataset { ",
+                    spec("FakeDataset", "FakeDatasetOptions", eval),
                     " } loader { batch_size: 1 } }\n");
   }
   if (!evaluator.empty()) {
@@ -192,11 +203,11 @@ absl::Status BuildStatus(const TrainPipelineConfig& config) {
 }
 
 TEST(PipelineBuilderTest, AgreeingComponentsBuildAndDescribeTheirMetadata) {
-  const TrainPipelineConfig config =
-      Config(R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 4 num_classes_option: "num_classes")pb",
-             absl::StrCat("name: \"instances_train.json\" ", kShapes),
-             absl::StrCat("name: \"instances_val.json\" ", kShapes),
-             "annotation_kind: OBJECT_INSTANCES num_classes: 4");
+  const TrainPipelineConfig config = Config(
+      R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 4 num_classes_option: "num_classes")pb",
+      absl::StrCat("name: \"instances_train.json\" ", kShapes),
+      absl::StrCat("name: \"instances_val.json\" ", kShapes),
+      "annotation_kind: OBJECT_INSTANCES num_classes: 4");
   absl::StatusOr<Pipeline> pipeline = BuildPipeline(config, 1);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   const std::string description = DescribePipeline(config, *pipeline);
@@ -217,11 +228,14 @@ TEST(PipelineBuilderTest, AgreeingComponentsBuildAndDescribeTheirMetadata) {
 }
 
 TEST(PipelineBuilderTest, LabelMapsDescribeTheirIgnoreLabel) {
-  const TrainPipelineConfig config =
-      Config("annotation_kind: LABEL_MAPS num_classes: 2",
-             R"pb(name: "city" annotation_kind: LABEL_MAPS class_names: [ "road", "sky" ]
-                  source_ids: [ 7, 23 ] source_id_name: "label id" ignore_label: 255)pb",
-             "");
+  const TrainPipelineConfig config = Config("annotation_kind: LABEL_MAPS num_classes: 2",
+                                            R"pb(name: "city"
+                                                 annotation_kind: LABEL_MAPS
+                                                 class_names: [ "road", "sky" ]
+                                                 source_ids: [ 7, 23 ]
+                                                 source_id_name: "label id"
+                                                 ignore_label: 255)pb",
+                                            "");
   absl::StatusOr<Pipeline> pipeline = BuildPipeline(config, 1);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   EXPECT_THAT(DescribePipeline(config, *pipeline),
@@ -236,16 +250,17 @@ TEST(PipelineBuilderTest, SegmentationInferenceNeedsASegmentationModel) {
   config.mutable_evaluation()->mutable_segmentation_inference()->set_flip(true);
   const absl::Status status = BuildStatus(config);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("evaluation.segmentation_inference is set, but the model ("));
+  EXPECT_THAT(status.message(),
+              HasSubstr("evaluation.segmentation_inference is set, but the model ("));
   EXPECT_THAT(status.message(), HasSubstr("FakeModel) is not a semantic segmentation model"));
   config.mutable_evaluation()->clear_segmentation_inference();
   EXPECT_TRUE(BuildStatus(config).ok()) << BuildStatus(config);
 }
 
 TEST(PipelineBuilderTest, ModelClassCountMismatchNamesTheOptionAndTheDatasetsClasses) {
-  const absl::Status status = BuildStatus(
-      Config(R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 5 num_classes_option: "num_classes")pb",
-             absl::StrCat("name: \"instances_train.json\" ", kShapes), ""));
+  const absl::Status status = BuildStatus(Config(
+      R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 5 num_classes_option: "num_classes")pb",
+      absl::StrCat("name: \"instances_train.json\" ", kShapes), ""));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "model.options.num_classes is 5 but train_data.dataset (instances_train.json) has 4 "
@@ -264,20 +279,19 @@ TEST(PipelineBuilderTest, ModelAnnotationKindMismatchNamesBothKinds) {
 }
 
 TEST(PipelineBuilderTest, TheModelsMismatchIsReportedBeforeTheSplits) {
-  const absl::Status status =
-      BuildStatus(Config("annotation_kind: TEXT_POLYGONS",
-                         absl::StrCat("name: \"instances_train.json\" ", kShapes),
-                         R"pb(name: "icdar" annotation_kind: TEXT_POLYGONS)pb"));
+  const absl::Status status = BuildStatus(Config(
+      "annotation_kind: TEXT_POLYGONS", absl::StrCat("name: \"instances_train.json\" ", kShapes),
+      R"pb(name: "icdar" annotation_kind: TEXT_POLYGONS)pb"));
   EXPECT_THAT(status.message(), HasSubstr("model (FakeModel) trains on text polygons but "
                                           "train_data.dataset (instances_train.json) carries"));
 }
 
 TEST(PipelineBuilderTest, ModelIsCheckedAgainstTheEvalDatasetToo) {
-  const absl::Status status = BuildStatus(
-      Config("annotation_kind: OBJECT_INSTANCES num_classes: 4",
-             R"pb(name: "unstated" states_metadata: false)pb",
-             absl::StrCat("name: \"instances_val.json\" ", kShapes,
-                          " class_names: \"hexagon\" source_ids: 13")));
+  const absl::Status status =
+      BuildStatus(Config("annotation_kind: OBJECT_INSTANCES num_classes: 4",
+                         R"pb(name: "unstated" states_metadata: false)pb",
+                         absl::StrCat("name: \"instances_val.json\" ", kShapes,
+                                      " class_names: \"hexagon\" source_ids: 13")));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "model (FakeModel) has 4 classes but eval_data.dataset (instances_val.json) has 5 "
@@ -298,29 +312,28 @@ TEST(PipelineBuilderTest, ClassesOnAClassAgnosticDatasetAskForAClassAgnosticMode
 TEST(PipelineBuilderTest, LongClassTablesAreCutInMessages) {
   std::string classes;
   for (int i = 0; i < 12; ++i) absl::StrAppend(&classes, " class_names: \"c", i, "\"");
-  const absl::Status status =
-      BuildStatus(Config("annotation_kind: OBJECT_INSTANCES num_classes: 3",
-                         absl::StrCat("name: \"many\" annotation_kind: OBJECT_INSTANCES", classes),
-                         ""));
-  EXPECT_THAT(status.message(),
-              HasSubstr("has 12 classes: c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, ... (12 in all);"));
+  const absl::Status status = BuildStatus(
+      Config("annotation_kind: OBJECT_INSTANCES num_classes: 3",
+             absl::StrCat("name: \"many\" annotation_kind: OBJECT_INSTANCES", classes), ""));
+  EXPECT_THAT(
+      status.message(),
+      HasSubstr("has 12 classes: c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, ... (12 in all);"));
 }
 
 TEST(PipelineBuilderTest, EvaluatorIsCheckedAgainstTheEvalDataset) {
   const std::string train = absl::StrCat("name: \"instances_train.json\" ", kShapes);
   const std::string eval = absl::StrCat("name: \"instances_val.json\" ", kShapes);
-  const absl::Status kind =
-      BuildStatus(Config("annotation_kind: OBJECT_INSTANCES", train, eval,
-                         "annotation_kind: LABEL_MAPS"));
+  const absl::Status kind = BuildStatus(
+      Config("annotation_kind: OBJECT_INSTANCES", train, eval, "annotation_kind: LABEL_MAPS"));
   EXPECT_EQ(kind.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(kind.message(),
             "evaluation.evaluator (FakeEvaluator) scores label maps but eval_data.dataset "
             "(instances_val.json) carries object instances; use a dataset with label maps, or an "
             "evaluator that scores object instances");
-  const absl::Status count =
-      BuildStatus(Config("annotation_kind: OBJECT_INSTANCES", train, eval,
-                         R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 80
-                              num_classes_option: "num_classes")pb"));
+  const absl::Status count = BuildStatus(Config("annotation_kind: OBJECT_INSTANCES", train, eval,
+                                                R"pb(annotation_kind: OBJECT_INSTANCES
+                                                     num_classes: 80
+                                                     num_classes_option: "num_classes")pb"));
   EXPECT_THAT(count.message(),
               HasSubstr("evaluation.evaluator.options.num_classes is 80 but eval_data.dataset "
                         "(instances_val.json) has 4 classes: "));
@@ -328,11 +341,13 @@ TEST(PipelineBuilderTest, EvaluatorIsCheckedAgainstTheEvalDataset) {
 }
 
 TEST(PipelineBuilderTest, SplitsWithOtherClassNamesNameTheFirstDifferingLabel) {
-  const absl::Status status = BuildStatus(Config(
-      "annotation_kind: OBJECT_INSTANCES", absl::StrCat("name: \"train.json\" ", kShapes),
-      R"pb(name: "val.json" annotation_kind: OBJECT_INSTANCES
-           class_names: [ "circle", "rectangle", "star", "triangle" ] source_ids: [ 1, 3, 7, 12 ]
-           source_id_name: "category id")pb"));
+  const absl::Status status = BuildStatus(
+      Config("annotation_kind: OBJECT_INSTANCES", absl::StrCat("name: \"train.json\" ", kShapes),
+             R"pb(name: "val.json"
+                  annotation_kind: OBJECT_INSTANCES
+                  class_names: [ "circle", "rectangle", "star", "triangle" ]
+                  source_ids: [ 1, 3, 7, 12 ]
+                  source_id_name: "category id")pb"));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "label 2 is 'triangle' in train_data.dataset (train.json) but 'star' in "
@@ -341,10 +356,11 @@ TEST(PipelineBuilderTest, SplitsWithOtherClassNamesNameTheFirstDifferingLabel) {
 }
 
 TEST(PipelineBuilderTest, SplitsWithOtherClassCountsListBothTables) {
-  const absl::Status status = BuildStatus(
-      Config("annotation_kind: OBJECT_INSTANCES", absl::StrCat("name: \"train.json\" ", kShapes),
-             R"pb(name: "val.json" annotation_kind: OBJECT_INSTANCES
-                  class_names: [ "circle", "rectangle" ])pb"));
+  const absl::Status status = BuildStatus(Config("annotation_kind: OBJECT_INSTANCES",
+                                                 absl::StrCat("name: \"train.json\" ", kShapes),
+                                                 R"pb(name: "val.json"
+                                                      annotation_kind: OBJECT_INSTANCES
+                                                      class_names: [ "circle", "rectangle" ])pb"));
   EXPECT_EQ(status.message(),
             "train_data.dataset (train.json) has 4 classes: circle, rectangle, triangle, star but "
             "eval_data.dataset (val.json) has 2 classes: circle, rectangle; both splits must list "
@@ -352,11 +368,13 @@ TEST(PipelineBuilderTest, SplitsWithOtherClassCountsListBothTables) {
 }
 
 TEST(PipelineBuilderTest, SplitsWithOtherSourceIdsNameTheLabelAndBothIds) {
-  const absl::Status status = BuildStatus(Config(
-      "annotation_kind: OBJECT_INSTANCES", absl::StrCat("name: \"train.json\" ", kShapes),
-      R"pb(name: "val.json" annotation_kind: OBJECT_INSTANCES
-           class_names: [ "circle", "rectangle", "triangle", "star" ] source_ids: [ 1, 4, 7, 12 ]
-           source_id_name: "category id")pb"));
+  const absl::Status status = BuildStatus(
+      Config("annotation_kind: OBJECT_INSTANCES", absl::StrCat("name: \"train.json\" ", kShapes),
+             R"pb(name: "val.json"
+                  annotation_kind: OBJECT_INSTANCES
+                  class_names: [ "circle", "rectangle", "triangle", "star" ]
+                  source_ids: [ 1, 4, 7, 12 ]
+                  source_id_name: "category id")pb"));
   EXPECT_EQ(status.message(),
             "label 1 ('rectangle') is category id 3 in train_data.dataset (train.json) but "
             "category id 4 in eval_data.dataset (val.json); results would be written with the "
@@ -369,9 +387,8 @@ TEST(PipelineBuilderTest, SplitsWithOtherKindsOrIgnoreLabelsDisagree) {
                         "class_names: [ \"road\", \"sky\" ] ignore_label: ", ignore_label);
   };
   // The model states nothing, so the splits are compared with each other only.
-  const absl::Status kind =
-      BuildStatus(Config("states_requirements: false", maps("train", 255),
-                         absl::StrCat("name: \"val\" ", kShapes)));
+  const absl::Status kind = BuildStatus(Config("states_requirements: false", maps("train", 255),
+                                               absl::StrCat("name: \"val\" ", kShapes)));
   EXPECT_EQ(kind.message(),
             "train_data.dataset (train) carries label maps but eval_data.dataset (val) carries "
             "object instances; evaluate on the kind of annotations the model trains on");
@@ -385,9 +402,9 @@ TEST(PipelineBuilderTest, SplitsWithOtherKindsOrIgnoreLabelsDisagree) {
 TEST(PipelineBuilderTest, UnstatedMetadataOrRequirementsAreNotChecked) {
   const std::string shapes = absl::StrCat("name: \"train.json\" ", kShapes);
   // A model that states nothing trains on anything.
-  EXPECT_TRUE(BuildStatus(Config("states_requirements: false annotation_kind: LABEL_MAPS", shapes,
-                                 ""))
-                  .ok());
+  EXPECT_TRUE(
+      BuildStatus(Config("states_requirements: false annotation_kind: LABEL_MAPS", shapes, ""))
+          .ok());
   // A dataset that states nothing is compared with neither the model nor the other split.
   EXPECT_TRUE(BuildStatus(Config("annotation_kind: LABEL_MAPS num_classes: 9",
                                  R"pb(name: "fake" states_metadata: false)pb", ""))
@@ -397,6 +414,36 @@ TEST(PipelineBuilderTest, UnstatedMetadataOrRequirementsAreNotChecked) {
                   .ok());
   // A class-agnostic model of the right kind trains on a dataset with classes.
   EXPECT_TRUE(BuildStatus(Config("annotation_kind: OBJECT_INSTANCES", shapes, shapes)).ok());
+}
+
+// Each split's DataConfig.max_image_pixels reaches the images its dataset reads, as a bad
+// sample naming the file and the setting; outside Load the default applies again.
+TEST(PipelineBuilderTest, EachSplitsMaxImagePixelsReachesItsDatasetsImageReads) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/96x64.png";
+  ASSERT_TRUE(cv::imwrite(path, cv::Mat(64, 96, CV_8UC3, cv::Scalar(1, 2, 3))));
+  const std::string image = absl::StrCat("name: \"fake\" image_path: \"", path, "\"");
+  TrainPipelineConfig config = Config("", image, image);
+  config.mutable_train_data()->set_max_image_pixels(96 * 64 - 1);
+  config.mutable_eval_data()->set_max_image_pixels(96 * 64);
+  absl::StatusOr<std::unique_ptr<Dataset>> train = BuildDataset(config.train_data(), "train_data");
+  absl::StatusOr<std::unique_ptr<Dataset>> eval = BuildDataset(config.eval_data(), "eval_data");
+  ASSERT_TRUE(train.ok()) << train.status();
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  const absl::Status status = (*train)->Load(0).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(status.message(),
+            path +
+                ": the image is 96 x 64 pixels (6144), more than the limit of 6143 pixels "
+                "(train_data.max_image_pixels); raise train_data.max_image_pixels in the "
+                "config if the file is meant to be this large");
+  absl::StatusOr<Sample> sample = (*eval)->Load(0);
+  ASSERT_TRUE(sample.ok()) << sample.status();
+  EXPECT_EQ(sample->image.size(), cv::Size(96, 64));
+  EXPECT_EQ(MaxImagePixels(), kDefaultMaxImagePixels);
+  // The wrapper forwards what the plugin says.
+  EXPECT_EQ((*train)->Describe(), "fake");
+  EXPECT_EQ((*train)->Size(), 1);
+  EXPECT_TRUE((*train)->Metadata().has_value());
 }
 
 TEST(DataAgreementTest, EvaluationAloneChecksTheModelAndEvaluatorAgainstTheEvalDataset) {

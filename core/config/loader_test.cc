@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/config/test_options.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -34,9 +35,8 @@ TEST(LoaderTest, LoadsValidConfig) {
 
 TEST(LoaderTest, OverridesMergeInOrder) {
   absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(
-      Path("valid.pbtxt"),
-      {"optimizer { lr: 0.01 }", "optimizer { lr: 0.02 } seed: 7",
-       "train_data { augmentations { type: \"Normalize\" } }"});
+      Path("valid.pbtxt"), {"optimizer { lr: 0.01 }", "optimizer { lr: 0.02 } seed: 7",
+                            "train_data { augmentations { type: \"Normalize\" } }"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_DOUBLE_EQ(c->optimizer().lr(), 0.02);
   EXPECT_DOUBLE_EQ(c->optimizer().weight_decay(), 0.0001);  // untouched siblings stay
@@ -57,9 +57,10 @@ TEST(LoaderTest, OverrideMergesInsidePluginOptions) {
   testing::FooOptions options;
   ASSERT_TRUE(c->model().options().UnpackTo(&options));
   EXPECT_EQ(options.size(), 7);  // kept, not reset to the default 3
-  c = LoadPipelineConfig(Path("valid.pbtxt"), {"model { options { "
-                                               "[type.googleapis.com/vision.core.testing.FooOptions]"
-                                               " { size: 9 } } }"});
+  c = LoadPipelineConfig(Path("valid.pbtxt"),
+                         {"model { options { "
+                          "[type.googleapis.com/vision.core.testing.FooOptions]"
+                          " { size: 9 } } }"});
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(c->model().options().UnpackTo(&options));
   EXPECT_EQ(options.size(), 9);
@@ -100,7 +101,8 @@ TEST(LoaderTest, MalformedOverrideIsNamed) {
 TEST(LoaderTest, MissingFileIsNotFound) {
   absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("no_such.pbtxt"));
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(c.status().message(), HasSubstr("cannot open config file 'testdata/configs/no_such.pbtxt'"));
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("cannot open config file 'testdata/configs/no_such.pbtxt'"));
   EXPECT_THAT(c.status().message(), HasSubstr("No such file or directory"));
 }
 
@@ -154,12 +156,29 @@ TEST(LoaderTest, OverrideCanFixAnInvalidValue) {
   EXPECT_TRUE(c.ok()) << c.status();
 }
 
+TEST(LoaderTest, MaxImagePixelsMustBeAPixelCountOpenCvDecodes) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("valid.pbtxt"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->train_data().max_image_pixels(), int64_t{1} << 28);  // the default
+  for (const char* value : {"1", "1073741824"}) {
+    c = LoadPipelineConfig(Path("valid.pbtxt"),
+                           {absl::StrCat("train_data { max_image_pixels: ", value, " }")});
+    EXPECT_TRUE(c.ok()) << value << ": " << c.status();
+  }
+  c = LoadPipelineConfig(Path("valid.pbtxt"), {"train_data { max_image_pixels: 0 }"});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("train_data.max_image_pixels: must be a pixel count in [1, 2^30 = "
+                        "1073741824] (OpenCV decodes no more), got 0"));
+  c = LoadPipelineConfig(Path("valid.pbtxt"), {"eval_data { max_image_pixels: 1073741825 }"});
+  EXPECT_THAT(c.status().message(), HasSubstr("eval_data.max_image_pixels: must be a pixel count"));
+}
+
 TEST(LoaderTest, SharedMemoryBackendNeedsTheCpu) {
   absl::StatusOr<TrainPipelineConfig> c =
       LoadPipelineConfig(Path("valid.pbtxt"), {"distributed { backend: SHM }"});
   EXPECT_TRUE(c.ok()) << c.status();
-  c = LoadPipelineConfig(Path("valid.pbtxt"),
-                         {"distributed { backend: SHM }", "device: \"cuda\""});
+  c = LoadPipelineConfig(Path("valid.pbtxt"), {"distributed { backend: SHM }", "device: \"cuda\""});
   EXPECT_THAT(c.status().message(), HasSubstr("distributed.backend: SHM reduces CPU tensors"));
 }
 
