@@ -2,9 +2,11 @@
 // a 16 x 16 flat grey colour picture coded with arithmetic coding (sequential and progressive),
 // whose frame header (SOF9 / SOF10) is then patched to claim 32768 x 32768 pixels, 2^30, OpenCV's
 // own limit. The scans' data runs out after 16 x 16 pixels; libjpeg's arithmetic decoder then
-// decodes zeros without a warning, so before the pixel limit such a file of a few hundred bytes
-// decoded a 3 GB image (with the progressive one, 6 GB more of coefficient buffer). Each must now
-// be refused before anything is allocated. libjpeg-turbo (libjpeg62-turbo-dev) only:
+// reads zeros, without a warning for the sequential file, so before the pixel limit the 206-byte
+// file decoded a 3 GiB image, and the progressive one allocated a 3 GiB coefficient buffer
+// (4:2:0, 2 bytes per coefficient) before libjpeg found a bad arithmetic code in the zeros.
+// Each must now be refused before anything is allocated. Needs libjpeg-turbo's headers
+// (libjpeg62-turbo-dev):
 //
 //   g++ -O2 -o /tmp/make_arithmetic_jpegs testdata/fuzz/make_arithmetic_jpegs.cc -ljpeg
 //   /tmp/make_arithmetic_jpegs testdata/fuzz/image_decode
