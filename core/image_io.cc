@@ -379,12 +379,10 @@ struct JpegDecode {
 };
 
 uint32_t ReadExif16(const unsigned char* p, bool little_endian) {
-  return little_endian ? (uint32_t{p[1]} << 8) | p[0] : BigEndian16(p);
+  return little_endian ? LittleEndian16(p) : BigEndian16(p);
 }
 uint32_t ReadExif32(const unsigned char* p, bool little_endian) {
-  return little_endian
-             ? (uint32_t{p[3]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[1]} << 8) | p[0]
-             : BigEndian32(p);
+  return little_endian ? LittleEndian32(p) : BigEndian32(p);
 }
 
 // Whether an APP1 segment's data (after its length) certainly gives OpenCV orientation 1 (top
