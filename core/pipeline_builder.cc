@@ -67,14 +67,16 @@ absl::StatusOr<std::shared_ptr<Model>> BuildModel(const PluginSpec& spec) {
 }
 
 absl::StatusOr<std::unique_ptr<Dataset>> BuildDataset(const DataConfig& data,
-                                                      const std::string& field) {
+                                                      const std::string& field,
+                                                      const std::string& limit_setting) {
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset,
                           WithContext<std::unique_ptr<Dataset>>(field + ".dataset", [&] {
                             return DatasetRegistry::Get().Create(data.dataset().type(),
                                                                  data.dataset().options());
                           }));
   return std::unique_ptr<Dataset>(std::make_unique<PixelLimitedDataset>(
-      std::move(dataset), data.max_image_pixels(), field + ".max_image_pixels"));
+      std::move(dataset), data.max_image_pixels(),
+      limit_setting.empty() ? field + ".max_image_pixels" : limit_setting));
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(
