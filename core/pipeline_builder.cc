@@ -106,9 +106,10 @@ absl::StatusOr<std::unique_ptr<Optimizer>> BuildOptimizer(const OptimizerConfig&
 }
 
 absl::StatusOr<std::unique_ptr<LrSchedule>> BuildLrSchedule(const LrScheduleConfig& config) {
-  absl::StatusOr<std::unique_ptr<LrSchedule>> schedule = WithContext<std::unique_ptr<LrSchedule>>(
-      "lr_schedule",
-      [&] { return LrScheduleRegistry::Get().Create(config.type(), config.options()); });
+  absl::StatusOr<std::unique_ptr<LrSchedule>> schedule =
+      WithContext<std::unique_ptr<LrSchedule>>("lr_schedule", [&] {
+        return LrScheduleRegistry::Get().Create(config.type(), config.options());
+      });
   if (!schedule.ok() || config.warmup_steps() == 0) return schedule;
   return std::unique_ptr<LrSchedule>(std::make_unique<WarmupSchedule>(
       std::move(schedule).value(), config.warmup_steps(), config.warmup_start_factor()));
@@ -117,8 +118,7 @@ absl::StatusOr<std::unique_ptr<LrSchedule>> BuildLrSchedule(const LrScheduleConf
 absl::StatusOr<std::unique_ptr<CommStrategy>> BuildCommStrategy(const DistributedConfig& config) {
   if (!config.has_strategy()) return std::unique_ptr<CommStrategy>();
   return WithContext<std::unique_ptr<CommStrategy>>("distributed.strategy", [&] {
-    return CommStrategyRegistry::Get().Create(config.strategy().type(),
-                                              config.strategy().options());
+    return CommStrategyRegistry::Get().Create(config.strategy().type(), config.strategy().options());
   });
 }
 
@@ -142,14 +142,14 @@ absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int wo
   }
   VISION_ASSIGN_OR_RETURN(p.train_dataset, BuildDataset(config.train_data(), "train_data"));
   VISION_ASSIGN_OR_RETURN(p.train_augmentations,
-                          BuildAugmentations(config.train_data(), "train_data"));
+                           BuildAugmentations(config.train_data(), "train_data"));
   if (config.has_eval_data()) {
     VISION_ASSIGN_OR_RETURN(p.eval_dataset, BuildDataset(config.eval_data(), "eval_data"));
     VISION_ASSIGN_OR_RETURN(p.eval_augmentations,
-                            BuildAugmentations(config.eval_data(), "eval_data"));
+                             BuildAugmentations(config.eval_data(), "eval_data"));
   }
   VISION_ASSIGN_OR_RETURN(p.optimizer,
-                          BuildOptimizer(config.optimizer(), *p.model, p.global_batch_size));
+                           BuildOptimizer(config.optimizer(), *p.model, p.global_batch_size));
   VISION_ASSIGN_OR_RETURN(p.lr_schedule, BuildLrSchedule(config.lr_schedule()));
   VISION_ASSIGN_OR_RETURN(p.comm_strategy, BuildCommStrategy(config.distributed()));
   VISION_ASSIGN_OR_RETURN(p.evaluator, BuildEvaluator(config.evaluation()));
@@ -201,21 +201,19 @@ std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& 
   lines.push_back(absl::StrFormat("lr schedule:    %s, warmup %d steps from factor %g",
                                   config.lr_schedule().type(), config.lr_schedule().warmup_steps(),
                                   config.lr_schedule().warmup_start_factor()));
-  lines.push_back(absl::StrFormat("comm strategy:  %s",
-                                  p.comm_strategy
-                                      ? config.distributed().strategy().type()
-                                      : std::string("(none: gradients are not communicated)")));
+  lines.push_back(absl::StrFormat(
+      "comm strategy:  %s", p.comm_strategy ? config.distributed().strategy().type()
+                                            : std::string("(none: gradients are not communicated)")));
   lines.push_back(absl::StrFormat(
       "evaluator:      %s",
       p.evaluator ? absl::StrCat(config.evaluation().evaluator().type(), " (main metric ",
                                  p.evaluator->MainMetric(),
                                  Needs("scores", p.evaluator->DataRequirements()), ")")
                   : std::string("(none)")));
-  lines.push_back(
-      absl::StrFormat("device:         %s, mixed precision %s", config.device(),
-                      config.mixed_precision().enabled()
-                          ? MixedPrecisionConfig::Dtype_Name(config.mixed_precision().dtype())
-                          : std::string("off")));
+  lines.push_back(absl::StrFormat("device:         %s, mixed precision %s", config.device(),
+                                  config.mixed_precision().enabled()
+                                      ? MixedPrecisionConfig::Dtype_Name(config.mixed_precision().dtype())
+                                      : std::string("off")));
   return absl::StrJoin(lines, "\n");
 }
 

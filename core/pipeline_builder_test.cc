@@ -3,14 +3,14 @@
 // and requirements a test's config gives them.
 #include "core/pipeline_builder.h"
 
-#include <torch/optim/sgd.h>
-
 #include <cstdlib>
 #include <memory>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <string>
 #include <vector>
+
+#include <torch/optim/sgd.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/data_agreement.h"
@@ -30,11 +30,11 @@ namespace vision::core {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using testing::FakeAnnotationKind;
 using testing::FakeDatasetOptions;
 using testing::FakeNeedsOptions;
 using testing::FakeNoOptions;
-using ::testing::HasSubstr;
 
 AnnotationKind KindOf(FakeAnnotationKind kind) {
   switch (kind) {
@@ -135,14 +135,15 @@ class FakeSgd : public Optimizer {
   explicit FakeSgd(const std::vector<ParamGroupSpec>& groups) {
     std::vector<torch::optim::OptimizerParamGroup> torch_groups;
     for (const ParamGroupSpec& group : groups) {
-      torch_groups.emplace_back(group.params, std::make_unique<torch::optim::SGDOptions>(group.lr));
+      torch_groups.emplace_back(group.params,
+                                std::make_unique<torch::optim::SGDOptions>(group.lr));
       base_lrs_.push_back(group.lr);
     }
-    sgd_ =
-        std::make_unique<torch::optim::SGD>(std::move(torch_groups), torch::optim::SGDOptions(0.1));
+    sgd_ = std::make_unique<torch::optim::SGD>(std::move(torch_groups),
+                                               torch::optim::SGDOptions(0.1));
   }
-  static absl::StatusOr<std::unique_ptr<FakeSgd>> Create(
-      const FakeNoOptions&, const std::vector<ParamGroupSpec>& groups) {
+  static absl::StatusOr<std::unique_ptr<FakeSgd>> Create(const FakeNoOptions&,
+                                                         const std::vector<ParamGroupSpec>& groups) {
     return std::make_unique<FakeSgd>(groups);
   }
   torch::optim::Optimizer& torch_optimizer() override { return *sgd_; }
@@ -181,12 +182,12 @@ TrainPipelineConfig Config(const std::string& model, const std::string& train,
                         options, "] { ", fields, " } }");
   };
   std::string text = absl::StrCat(
-      "model { ", spec("FakeModel", "FakeNeedsOptions", model), " }\n", "train_data { dataset { ",
-      spec("FakeDataset", "FakeDatasetOptions", train), " } loader { batch_size: 2 } }\n",
+      "model { ", spec("FakeModel", "FakeNeedsOptions", model), " }\n",
+      "train_data { dataset { ", spec("FakeDataset", "FakeDatasetOptions", train),
+      " } loader { batch_size: 2 } }\n",
       "optimizer { type: \"FakeSgd\" lr: 0.1 }\n", "lr_schedule { type: \"FakeConstant\" }\n");
   if (!eval.empty()) {
-    absl::StrAppend(&text, "eval_data { dataset { ",
-                    spec("FakeDataset", "FakeDatasetOptions", eval),
+    absl::StrAppend(&text, "eval_data { dataset { ", spec("FakeDataset", "FakeDatasetOptions", eval),
                     " } loader { batch_size: 1 } }\n");
   }
   if (!evaluator.empty()) {
@@ -203,11 +204,11 @@ absl::Status BuildStatus(const TrainPipelineConfig& config) {
 }
 
 TEST(PipelineBuilderTest, AgreeingComponentsBuildAndDescribeTheirMetadata) {
-  const TrainPipelineConfig config = Config(
-      R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 4 num_classes_option: "num_classes")pb",
-      absl::StrCat("name: \"instances_train.json\" ", kShapes),
-      absl::StrCat("name: \"instances_val.json\" ", kShapes),
-      "annotation_kind: OBJECT_INSTANCES num_classes: 4");
+  const TrainPipelineConfig config =
+      Config(R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 4 num_classes_option: "num_classes")pb",
+             absl::StrCat("name: \"instances_train.json\" ", kShapes),
+             absl::StrCat("name: \"instances_val.json\" ", kShapes),
+             "annotation_kind: OBJECT_INSTANCES num_classes: 4");
   absl::StatusOr<Pipeline> pipeline = BuildPipeline(config, 1);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   const std::string description = DescribePipeline(config, *pipeline);
@@ -228,14 +229,11 @@ TEST(PipelineBuilderTest, AgreeingComponentsBuildAndDescribeTheirMetadata) {
 }
 
 TEST(PipelineBuilderTest, LabelMapsDescribeTheirIgnoreLabel) {
-  const TrainPipelineConfig config = Config("annotation_kind: LABEL_MAPS num_classes: 2",
-                                            R"pb(name: "city"
-                                                 annotation_kind: LABEL_MAPS
-                                                 class_names: [ "road", "sky" ]
-                                                 source_ids: [ 7, 23 ]
-                                                 source_id_name: "label id"
-                                                 ignore_label: 255)pb",
-                                            "");
+  const TrainPipelineConfig config =
+      Config("annotation_kind: LABEL_MAPS num_classes: 2",
+             R"pb(name: "city" annotation_kind: LABEL_MAPS class_names: [ "road", "sky" ]
+                  source_ids: [ 7, 23 ] source_id_name: "label id" ignore_label: 255)pb",
+             "");
   absl::StatusOr<Pipeline> pipeline = BuildPipeline(config, 1);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   EXPECT_THAT(DescribePipeline(config, *pipeline),
@@ -250,17 +248,16 @@ TEST(PipelineBuilderTest, SegmentationInferenceNeedsASegmentationModel) {
   config.mutable_evaluation()->mutable_segmentation_inference()->set_flip(true);
   const absl::Status status = BuildStatus(config);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(),
-              HasSubstr("evaluation.segmentation_inference is set, but the model ("));
+  EXPECT_THAT(status.message(), HasSubstr("evaluation.segmentation_inference is set, but the model ("));
   EXPECT_THAT(status.message(), HasSubstr("FakeModel) is not a semantic segmentation model"));
   config.mutable_evaluation()->clear_segmentation_inference();
   EXPECT_TRUE(BuildStatus(config).ok()) << BuildStatus(config);
 }
 
 TEST(PipelineBuilderTest, ModelClassCountMismatchNamesTheOptionAndTheDatasetsClasses) {
-  const absl::Status status = BuildStatus(Config(
-      R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 5 num_classes_option: "num_classes")pb",
-      absl::StrCat("name: \"instances_train.json\" ", kShapes), ""));
+  const absl::Status status = BuildStatus(
+      Config(R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 5 num_classes_option: "num_classes")pb",
+             absl::StrCat("name: \"instances_train.json\" ", kShapes), ""));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "model.options.num_classes is 5 but train_data.dataset (instances_train.json) has 4 "
@@ -279,19 +276,20 @@ TEST(PipelineBuilderTest, ModelAnnotationKindMismatchNamesBothKinds) {
 }
 
 TEST(PipelineBuilderTest, TheModelsMismatchIsReportedBeforeTheSplits) {
-  const absl::Status status = BuildStatus(Config(
-      "annotation_kind: TEXT_POLYGONS", absl::StrCat("name: \"instances_train.json\" ", kShapes),
-      R"pb(name: "icdar" annotation_kind: TEXT_POLYGONS)pb"));
+  const absl::Status status =
+      BuildStatus(Config("annotation_kind: TEXT_POLYGONS",
+                         absl::StrCat("name: \"instances_train.json\" ", kShapes),
+                         R"pb(name: "icdar" annotation_kind: TEXT_POLYGONS)pb"));
   EXPECT_THAT(status.message(), HasSubstr("model (FakeModel) trains on text polygons but "
                                           "train_data.dataset (instances_train.json) carries"));
 }
 
 TEST(PipelineBuilderTest, ModelIsCheckedAgainstTheEvalDatasetToo) {
-  const absl::Status status =
-      BuildStatus(Config("annotation_kind: OBJECT_INSTANCES num_classes: 4",
-                         R"pb(name: "unstated" states_metadata: false)pb",
-                         absl::StrCat("name: \"instances_val.json\" ", kShapes,
-                                      " class_names: \"hexagon\" source_ids: 13")));
+  const absl::Status status = BuildStatus(
+      Config("annotation_kind: OBJECT_INSTANCES num_classes: 4",
+             R"pb(name: "unstated" states_metadata: false)pb",
+             absl::StrCat("name: \"instances_val.json\" ", kShapes,
+                          " class_names: \"hexagon\" source_ids: 13")));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "model (FakeModel) has 4 classes but eval_data.dataset (instances_val.json) has 5 "
@@ -312,28 +310,29 @@ TEST(PipelineBuilderTest, ClassesOnAClassAgnosticDatasetAskForAClassAgnosticMode
 TEST(PipelineBuilderTest, LongClassTablesAreCutInMessages) {
   std::string classes;
   for (int i = 0; i < 12; ++i) absl::StrAppend(&classes, " class_names: \"c", i, "\"");
-  const absl::Status status = BuildStatus(
-      Config("annotation_kind: OBJECT_INSTANCES num_classes: 3",
-             absl::StrCat("name: \"many\" annotation_kind: OBJECT_INSTANCES", classes), ""));
-  EXPECT_THAT(
-      status.message(),
-      HasSubstr("has 12 classes: c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, ... (12 in all);"));
+  const absl::Status status =
+      BuildStatus(Config("annotation_kind: OBJECT_INSTANCES num_classes: 3",
+                         absl::StrCat("name: \"many\" annotation_kind: OBJECT_INSTANCES", classes),
+                         ""));
+  EXPECT_THAT(status.message(),
+              HasSubstr("has 12 classes: c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, ... (12 in all);"));
 }
 
 TEST(PipelineBuilderTest, EvaluatorIsCheckedAgainstTheEvalDataset) {
   const std::string train = absl::StrCat("name: \"instances_train.json\" ", kShapes);
   const std::string eval = absl::StrCat("name: \"instances_val.json\" ", kShapes);
-  const absl::Status kind = BuildStatus(
-      Config("annotation_kind: OBJECT_INSTANCES", train, eval, "annotation_kind: LABEL_MAPS"));
+  const absl::Status kind =
+      BuildStatus(Config("annotation_kind: OBJECT_INSTANCES", train, eval,
+                         "annotation_kind: LABEL_MAPS"));
   EXPECT_EQ(kind.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(kind.message(),
             "evaluation.evaluator (FakeEvaluator) scores label maps but eval_data.dataset "
             "(instances_val.json) carries object instances; use a dataset with label maps, or an "
             "evaluator that scores object instances");
-  const absl::Status count = BuildStatus(Config("annotation_kind: OBJECT_INSTANCES", train, eval,
-                                                R"pb(annotation_kind: OBJECT_INSTANCES
-                                                     num_classes: 80
-                                                     num_classes_option: "num_classes")pb"));
+  const absl::Status count =
+      BuildStatus(Config("annotation_kind: OBJECT_INSTANCES", train, eval,
+                         R"pb(annotation_kind: OBJECT_INSTANCES num_classes: 80
+                              num_classes_option: "num_classes")pb"));
   EXPECT_THAT(count.message(),
               HasSubstr("evaluation.evaluator.options.num_classes is 80 but eval_data.dataset "
                         "(instances_val.json) has 4 classes: "));
@@ -341,13 +340,11 @@ TEST(PipelineBuilderTest, EvaluatorIsCheckedAgainstTheEvalDataset) {
 }
 
 TEST(PipelineBuilderTest, SplitsWithOtherClassNamesNameTheFirstDifferingLabel) {
-  const absl::Status status = BuildStatus(
-      Config("annotation_kind: OBJECT_INSTANCES", absl::StrCat("name: \"train.json\" ", kShapes),
-             R"pb(name: "val.json"
-                  annotation_kind: OBJECT_INSTANCES
-                  class_names: [ "circle", "rectangle", "star", "triangle" ]
-                  source_ids: [ 1, 3, 7, 12 ]
-                  source_id_name: "category id")pb"));
+  const absl::Status status = BuildStatus(Config(
+      "annotation_kind: OBJECT_INSTANCES", absl::StrCat("name: \"train.json\" ", kShapes),
+      R"pb(name: "val.json" annotation_kind: OBJECT_INSTANCES
+           class_names: [ "circle", "rectangle", "star", "triangle" ] source_ids: [ 1, 3, 7, 12 ]
+           source_id_name: "category id")pb"));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "label 2 is 'triangle' in train_data.dataset (train.json) but 'star' in "
@@ -356,11 +353,10 @@ TEST(PipelineBuilderTest, SplitsWithOtherClassNamesNameTheFirstDifferingLabel) {
 }
 
 TEST(PipelineBuilderTest, SplitsWithOtherClassCountsListBothTables) {
-  const absl::Status status = BuildStatus(Config("annotation_kind: OBJECT_INSTANCES",
-                                                 absl::StrCat("name: \"train.json\" ", kShapes),
-                                                 R"pb(name: "val.json"
-                                                      annotation_kind: OBJECT_INSTANCES
-                                                      class_names: [ "circle", "rectangle" ])pb"));
+  const absl::Status status = BuildStatus(
+      Config("annotation_kind: OBJECT_INSTANCES", absl::StrCat("name: \"train.json\" ", kShapes),
+             R"pb(name: "val.json" annotation_kind: OBJECT_INSTANCES
+                  class_names: [ "circle", "rectangle" ])pb"));
   EXPECT_EQ(status.message(),
             "train_data.dataset (train.json) has 4 classes: circle, rectangle, triangle, star but "
             "eval_data.dataset (val.json) has 2 classes: circle, rectangle; both splits must list "
@@ -368,13 +364,11 @@ TEST(PipelineBuilderTest, SplitsWithOtherClassCountsListBothTables) {
 }
 
 TEST(PipelineBuilderTest, SplitsWithOtherSourceIdsNameTheLabelAndBothIds) {
-  const absl::Status status = BuildStatus(
-      Config("annotation_kind: OBJECT_INSTANCES", absl::StrCat("name: \"train.json\" ", kShapes),
-             R"pb(name: "val.json"
-                  annotation_kind: OBJECT_INSTANCES
-                  class_names: [ "circle", "rectangle", "triangle", "star" ]
-                  source_ids: [ 1, 4, 7, 12 ]
-                  source_id_name: "category id")pb"));
+  const absl::Status status = BuildStatus(Config(
+      "annotation_kind: OBJECT_INSTANCES", absl::StrCat("name: \"train.json\" ", kShapes),
+      R"pb(name: "val.json" annotation_kind: OBJECT_INSTANCES
+           class_names: [ "circle", "rectangle", "triangle", "star" ] source_ids: [ 1, 4, 7, 12 ]
+           source_id_name: "category id")pb"));
   EXPECT_EQ(status.message(),
             "label 1 ('rectangle') is category id 3 in train_data.dataset (train.json) but "
             "category id 4 in eval_data.dataset (val.json); results would be written with the "
@@ -387,8 +381,9 @@ TEST(PipelineBuilderTest, SplitsWithOtherKindsOrIgnoreLabelsDisagree) {
                         "class_names: [ \"road\", \"sky\" ] ignore_label: ", ignore_label);
   };
   // The model states nothing, so the splits are compared with each other only.
-  const absl::Status kind = BuildStatus(Config("states_requirements: false", maps("train", 255),
-                                               absl::StrCat("name: \"val\" ", kShapes)));
+  const absl::Status kind =
+      BuildStatus(Config("states_requirements: false", maps("train", 255),
+                         absl::StrCat("name: \"val\" ", kShapes)));
   EXPECT_EQ(kind.message(),
             "train_data.dataset (train) carries label maps but eval_data.dataset (val) carries "
             "object instances; evaluate on the kind of annotations the model trains on");
@@ -402,9 +397,9 @@ TEST(PipelineBuilderTest, SplitsWithOtherKindsOrIgnoreLabelsDisagree) {
 TEST(PipelineBuilderTest, UnstatedMetadataOrRequirementsAreNotChecked) {
   const std::string shapes = absl::StrCat("name: \"train.json\" ", kShapes);
   // A model that states nothing trains on anything.
-  EXPECT_TRUE(
-      BuildStatus(Config("states_requirements: false annotation_kind: LABEL_MAPS", shapes, ""))
-          .ok());
+  EXPECT_TRUE(BuildStatus(Config("states_requirements: false annotation_kind: LABEL_MAPS", shapes,
+                                 ""))
+                  .ok());
   // A dataset that states nothing is compared with neither the model nor the other split.
   EXPECT_TRUE(BuildStatus(Config("annotation_kind: LABEL_MAPS num_classes: 9",
                                  R"pb(name: "fake" states_metadata: false)pb", ""))

@@ -17,8 +17,8 @@
 #include "core/status_util.h"
 #include "google/protobuf/any.pb.h"
 #include "google/protobuf/descriptor.h"
-#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/message.h"
+#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 
@@ -49,8 +49,8 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   struct stat info;
   if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config path '", path, "' is not a regular file. Pass a .pbtxt file with --config."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config path '", path, "' is not a regular file. Pass a .pbtxt file with --config."));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -103,9 +103,9 @@ void CheckData(const DataConfig& data, const std::string& field, Problems* probl
       absl::StrCat("must be a pixel count in [1, 2^30 = ", kLargestMaxImagePixels,
                    "] (OpenCV decodes no more), got ", data.max_image_pixels()));
   const LoaderConfig& loader = data.loader();
-  problems->Require(
-      loader.batch_size() > 0, field + ".loader.batch_size",
-      absl::StrCat("must be > 0 (images per process and step), got ", loader.batch_size()));
+  problems->Require(loader.batch_size() > 0, field + ".loader.batch_size",
+                    absl::StrCat("must be > 0 (images per process and step), got ",
+                                 loader.batch_size()));
   problems->Require(loader.num_workers() >= 0, field + ".loader.num_workers",
                     absl::StrCat("must be >= 0, got ", loader.num_workers()));
   problems->Require(loader.prefetch_batches() >= 1, field + ".loader.prefetch_batches",
@@ -119,17 +119,17 @@ void CheckData(const DataConfig& data, const std::string& field, Problems* probl
 void CheckSegmentationInference(const SegmentationInferenceConfig& c, const std::string& field,
                                 Problems* problems) {
   for (int i = 0; i < c.scales_size(); ++i) {
-    problems->Require(
-        c.scales(i) > 0 && std::isfinite(c.scales(i)), absl::StrCat(field, ".scales[", i, "]"),
-        absl::StrCat("must be a finite number > 0 (a factor of the image as fed), got ",
-                     c.scales(i)));
+    problems->Require(c.scales(i) > 0 && std::isfinite(c.scales(i)),
+                      absl::StrCat(field, ".scales[", i, "]"),
+                      absl::StrCat("must be a finite number > 0 (a factor of the image as fed), got ",
+                                   c.scales(i)));
   }
   const bool crop = c.crop_height() != 0 || c.crop_width() != 0;
   if (crop) {
-    problems->Require(
-        c.crop_height() > 0 && c.crop_width() > 0, field + ".crop_height",
-        absl::StrCat("crop_height and crop_width must both be > 0 for sliding windows ",
-                     "(or both 0 for whole images), got ", c.crop_height(), " x ", c.crop_width()));
+    problems->Require(c.crop_height() > 0 && c.crop_width() > 0, field + ".crop_height",
+                      absl::StrCat("crop_height and crop_width must both be > 0 for sliding windows ",
+                                   "(or both 0 for whole images), got ", c.crop_height(), " x ",
+                                   c.crop_width()));
   }
   const std::pair<const char*, std::pair<int32_t, int32_t>> strides[] = {
       {"stride_height", {c.stride_height(), c.crop_height()}},
@@ -147,9 +147,9 @@ void CheckSegmentationInference(const SegmentationInferenceConfig& c, const std:
                                  "pixels uncovered; 0: two thirds of the crop), got ", stride));
     }
   }
-  problems->Require(
-      c.max_batch_size() >= 0, field + ".max_batch_size",
-      absl::StrCat("must be >= 0 (0: the eval loader's batch size), got ", c.max_batch_size()));
+  problems->Require(c.max_batch_size() >= 0, field + ".max_batch_size",
+                    absl::StrCat("must be >= 0 (0: the eval loader's batch size), got ",
+                                 c.max_batch_size()));
 }
 
 bool ValidDevice(const std::string& device) {
@@ -303,8 +303,7 @@ absl::Status ValidatePipelineConfig(const TrainPipelineConfig& c, ConfigUse use)
   if (steps == epochs) {
     p.Add("train", "set exactly one of max_steps or max_epochs");
   } else if (steps) {
-    p.Require(t.max_steps() > 0, "train.max_steps",
-              absl::StrCat("must be > 0, got ", t.max_steps()));
+    p.Require(t.max_steps() > 0, "train.max_steps", absl::StrCat("must be > 0, got ", t.max_steps()));
   } else {
     p.Require(t.max_epochs() > 0, "train.max_epochs",
               absl::StrCat("must be > 0, got ", t.max_epochs()));
@@ -366,7 +365,7 @@ absl::Status ValidatePipelineConfig(const TrainPipelineConfig& c, ConfigUse use)
 }
 
 absl::Status ValidateSegmentationInferenceConfig(const SegmentationInferenceConfig& config,
-                                                 const std::string& field) {
+                                                const std::string& field) {
   Problems p;
   CheckSegmentationInference(config, field, &p);
   if (p.empty()) return absl::OkStatus();

@@ -35,8 +35,9 @@ TEST(LoaderTest, LoadsValidConfig) {
 
 TEST(LoaderTest, OverridesMergeInOrder) {
   absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(
-      Path("valid.pbtxt"), {"optimizer { lr: 0.01 }", "optimizer { lr: 0.02 } seed: 7",
-                            "train_data { augmentations { type: \"Normalize\" } }"});
+      Path("valid.pbtxt"),
+      {"optimizer { lr: 0.01 }", "optimizer { lr: 0.02 } seed: 7",
+       "train_data { augmentations { type: \"Normalize\" } }"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_DOUBLE_EQ(c->optimizer().lr(), 0.02);
   EXPECT_DOUBLE_EQ(c->optimizer().weight_decay(), 0.0001);  // untouched siblings stay
@@ -57,10 +58,9 @@ TEST(LoaderTest, OverrideMergesInsidePluginOptions) {
   testing::FooOptions options;
   ASSERT_TRUE(c->model().options().UnpackTo(&options));
   EXPECT_EQ(options.size(), 7);  // kept, not reset to the default 3
-  c = LoadPipelineConfig(Path("valid.pbtxt"),
-                         {"model { options { "
-                          "[type.googleapis.com/vision.core.testing.FooOptions]"
-                          " { size: 9 } } }"});
+  c = LoadPipelineConfig(Path("valid.pbtxt"), {"model { options { "
+                                               "[type.googleapis.com/vision.core.testing.FooOptions]"
+                                               " { size: 9 } } }"});
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(c->model().options().UnpackTo(&options));
   EXPECT_EQ(options.size(), 9);
@@ -101,8 +101,7 @@ TEST(LoaderTest, MalformedOverrideIsNamed) {
 TEST(LoaderTest, MissingFileIsNotFound) {
   absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("no_such.pbtxt"));
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(c.status().message(),
-              HasSubstr("cannot open config file 'testdata/configs/no_such.pbtxt'"));
+  EXPECT_THAT(c.status().message(), HasSubstr("cannot open config file 'testdata/configs/no_such.pbtxt'"));
   EXPECT_THAT(c.status().message(), HasSubstr("No such file or directory"));
 }
 
@@ -178,7 +177,8 @@ TEST(LoaderTest, SharedMemoryBackendNeedsTheCpu) {
   absl::StatusOr<TrainPipelineConfig> c =
       LoadPipelineConfig(Path("valid.pbtxt"), {"distributed { backend: SHM }"});
   EXPECT_TRUE(c.ok()) << c.status();
-  c = LoadPipelineConfig(Path("valid.pbtxt"), {"distributed { backend: SHM }", "device: \"cuda\""});
+  c = LoadPipelineConfig(Path("valid.pbtxt"),
+                         {"distributed { backend: SHM }", "device: \"cuda\""});
   EXPECT_THAT(c.status().message(), HasSubstr("distributed.backend: SHM reduces CPU tensors"));
 }
 
