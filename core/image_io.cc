@@ -10,11 +10,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -32,6 +34,26 @@ absl::Status Truncated(absl::string_view format, size_t size, absl::string_view 
 absl::Status Corrupt(absl::string_view format, absl::string_view what, size_t offset) {
   return absl::DataLossError(absl::StrCat("the ", format, " file is corrupt: ", what, " at byte ",
                                           offset, "; copy or download it again"));
+}
+
+struct PixelLimit {
+  int64_t pixels;
+  absl::string_view setting;
+};
+thread_local PixelLimit pixel_limit = {kDefaultMaxImagePixels, "max_image_pixels"};
+
+// "the image is 40000 x 40000 pixels (1600000000), more than the limit of ...".
+std::string OverLimit(absl::string_view what, uint64_t width, uint64_t height,
+                      absl::string_view extra = "") {
+  return absl::StrCat("the ", what, " is ", width, " x ", height, " pixels (", width * height, ")",
+                      extra, ", more than the limit of ", pixel_limit.pixels, " pixels (",
+                      pixel_limit.setting, "); raise ", pixel_limit.setting,
+                      " in the config if the file is meant to be this large");
+}
+
+absl::Status TooLarge(absl::string_view what, uint64_t width, uint64_t height) {
+  if (width * height <= static_cast<uint64_t>(pixel_limit.pixels)) return absl::OkStatus();
+  return absl::DataLossError(OverLimit(what, width, height));
 }
 
 uint32_t BigEndian16(const unsigned char* p) { return (uint32_t{p[0]} << 8) | p[1]; }
@@ -104,6 +126,15 @@ absl::Status CheckJpeg(const unsigned char* data, size_t size) {
 
 absl::Status CheckPng(const unsigned char* data, size_t size) {
   size_t i = kPngSignatureSize;
+  // The header chunk must come first (libpng refuses the file otherwise); PngPixelLimit reads it.
+  if (size >= i + 8 && std::memcmp(data + i + 4, "IHDR", 4) != 0) {
+    return Corrupt("PNG",
+                   absl::StrCat("a chunk '",
+                                absl::CHexEscape(absl::string_view(
+                                    reinterpret_cast<const char*>(data + i + 4), 4)),
+                                "' where the header chunk (IHDR) should be"),
+                   i);
+  }
   while (true) {
     if (i + 8 > size) return Truncated("PNG", size, "before the end chunk (IEND)");
     const uint32_t length = BigEndian32(data + i);
@@ -114,6 +145,172 @@ absl::Status CheckPng(const unsigned char* data, size_t size) {
     if (type == "IEND") return absl::OkStatus();
     i += 12 + length;
   }
+}
+
+// ---- The pixel limit of PNG, BMP, TIFF and WebP files, from their headers ----
+
+uint32_t LittleEndian16(const unsigned char* p) { return (uint32_t{p[1]} << 8) | p[0]; }
+uint32_t LittleEndian32(const unsigned char* p) {
+  return (uint32_t{p[3]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[1]} << 8) | p[0];
+}
+
+// After CheckPng: IHDR is the first chunk; a short one is left to libpng, which refuses it.
+absl::Status PngPixelLimit(const unsigned char* data, size_t size, absl::string_view what) {
+  if (size < 24) return absl::OkStatus();
+  return TooLarge(what, BigEndian32(data + 16), BigEndian32(data + 20));
+}
+
+// OpenCV's BMP decoder reads a 32-bit width and height (the height negative for a top-down
+// image) from a DIB header of 36 bytes or more, and 16-bit ones from a 12-byte (OS/2) header;
+// it refuses every other header, and a file too short for its header.
+absl::Status BmpPixelLimit(const unsigned char* data, size_t size, absl::string_view what) {
+  if (size < 18) return absl::OkStatus();
+  const uint32_t header = LittleEndian32(data + 14);
+  if (header >= 36 && size >= 26) {
+    const int64_t width = static_cast<int32_t>(LittleEndian32(data + 18));
+    const int64_t height = static_cast<int32_t>(LittleEndian32(data + 22));
+    return TooLarge(what, static_cast<uint64_t>(std::abs(width)),
+                    static_cast<uint64_t>(std::abs(height)));
+  }
+  if (header == 12 && size >= 22) {
+    return TooLarge(what, LittleEndian16(data + 18), LittleEndian16(data + 20));
+  }
+  return absl::OkStatus();
+}
+
+// The first image directory of a classic TIFF (what OpenCV decodes): its width and length, and
+// the tile or strip size OpenCV's decoder allocates a buffer for (4 bytes per pixel for 8-bit
+// images, whatever the image's size). libtiff refuses a directory that does not fit the file, a
+// missing width or length, and a value of another type than an integer or out of 32 bits, and so
+// does this check (where a tag occurs twice, the larger value counts).
+absl::Status TiffPixelLimit(const unsigned char* data, size_t size, absl::string_view what) {
+  const bool little = data[0] == 'I';
+  const auto u16 = [&](size_t at) {
+    return little ? LittleEndian16(data + at) : BigEndian16(data + at);
+  };
+  const auto u32 = [&](size_t at) {
+    return little ? LittleEndian32(data + at) : BigEndian32(data + at);
+  };
+  const auto corrupt = [&](absl::string_view why, size_t at) { return Corrupt("TIFF", why, at); };
+  if (size < 8) return Truncated("TIFF", size, "inside its header");
+  const uint64_t ifd = u32(4);
+  if (ifd + 2 > size) return corrupt("an image directory offset beyond the file's end", 4);
+  const uint64_t entries = u16(ifd);
+  if (ifd + 2 + 12 * entries > size) {
+    return Truncated("TIFF", size, "inside the first image directory");
+  }
+  uint64_t width = 0, length = 0, tile_width = 0, tile_length = 0, rows_per_strip = 0;
+  bool has_width = false, has_length = false;
+  for (uint64_t e = 0; e < entries; ++e) {
+    const size_t entry = ifd + 2 + 12 * e;
+    const uint32_t tag = u16(entry);
+    uint64_t* field = tag == 256   ? &width
+                      : tag == 257 ? &length
+                      : tag == 322 ? &tile_width
+                      : tag == 323 ? &tile_length
+                      : tag == 278 ? &rows_per_strip
+                                   : nullptr;
+    if (field == nullptr) continue;
+    const uint32_t type = u16(entry + 2);
+    const uint32_t count = u32(entry + 4);
+    uint64_t value;
+    if (count != 1) {
+      return corrupt(absl::StrCat("tag ", tag, " with ", count, " values instead of one"), entry);
+    }
+    switch (type) {
+      case 1:  // BYTE
+      case 6:  // SBYTE
+        value = data[entry + 8];
+        if (type == 6 && value >= 0x80) value = ~uint64_t{0};
+        break;
+      case 3:  // SHORT
+      case 8:  // SSHORT
+        value = u16(entry + 8);
+        if (type == 8 && value >= 0x8000) value = ~uint64_t{0};
+        break;
+      case 4:   // LONG
+      case 9:   // SLONG
+      case 13:  // IFD
+        value = u32(entry + 8);
+        if (type == 9 && value >= 0x80000000u) value = ~uint64_t{0};
+        break;
+      case 16:  // LONG8, SLONG8, IFD8: 8 bytes, stored at an offset in a classic TIFF
+      case 17:
+      case 18: {
+        const uint64_t at = u32(entry + 8);
+        if (at + 8 > size)
+          return corrupt(absl::StrCat("tag ", tag, "'s value beyond the file's end"), entry);
+        const uint64_t high = u32(little ? at + 4 : at), low = u32(little ? at : at + 4);
+        value = high != 0 ? ~uint64_t{0} : low;
+        break;
+      }
+      default:
+        return corrupt(absl::StrCat("tag ", tag, " of type ", type, ", not an integer"), entry);
+    }
+    if (value > std::numeric_limits<uint32_t>::max()) {
+      return corrupt(absl::StrCat("tag ", tag, " out of range"), entry);
+    }
+    *field = std::max(*field, value);
+    has_width |= tag == 256;
+    has_length |= tag == 257;
+  }
+  if (!has_width || !has_length) {
+    return corrupt(
+        absl::StrCat("an image directory without the image's ", has_width ? "length" : "width",
+                     " (tag ", has_width ? 257 : 256, ")"),
+        ifd);
+  }
+  if (absl::Status status = TooLarge(what, width, length); !status.ok()) return status;
+  // OpenCV's buffer: a whole tile (tiled), or the width times the rows per strip (0 and the
+  // maximum meaning the whole image).
+  uint64_t buffer_width = width, buffer_rows = rows_per_strip;
+  if (tile_width != 0 || tile_length != 0) {
+    buffer_width = tile_width == 0 ? width : tile_width;
+    buffer_rows = tile_length;
+  }
+  if (buffer_rows == 0 || buffer_rows == std::numeric_limits<uint32_t>::max()) buffer_rows = length;
+  if (buffer_width * buffer_rows > static_cast<uint64_t>(pixel_limit.pixels)) {
+    return absl::DataLossError(
+        OverLimit(what, width, length,
+                  absl::StrFormat(" and OpenCV would buffer %u x %u pixels of it at once (a %s)",
+                                  buffer_width, buffer_rows,
+                                  tile_width != 0 || tile_length != 0 ? "tile" : "strip")));
+  }
+  return absl::OkStatus();
+}
+
+// RIFF, WEBP, then the first chunk: a lossy frame (VP8: 14-bit width and height after a 3-byte
+// frame tag and the 9D 01 2A start code), a lossless one (VP8L: a 0x2F signature, then 14 bits
+// each of width - 1 and height - 1) or the extended header (VP8X: 24 bits each of the canvas's
+// width - 1 and height - 1 after 4 bytes of flags), which libwebp requires to equal the
+// frame's size for a still image. libwebp refuses a file that starts with any other chunk.
+absl::Status WebPPixelLimit(const unsigned char* data, size_t size, absl::string_view what) {
+  if (size < 20) return Truncated("WebP", size, "inside its first chunk's header");
+  const absl::string_view chunk(reinterpret_cast<const char*>(data + 12), 4);
+  const unsigned char* p = data + 20;
+  const size_t payload = size - 20;
+  const auto short_chunk = [&] {
+    return Truncated("WebP", size, absl::StrCat("inside its '", chunk, "' chunk's header"));
+  };
+  if (chunk == "VP8 ") {
+    if (payload < 10) return short_chunk();
+    return TooLarge(what, LittleEndian16(p + 6) & 0x3FFF, LittleEndian16(p + 8) & 0x3FFF);
+  }
+  if (chunk == "VP8L") {
+    if (payload < 5) return short_chunk();
+    const uint32_t bits = LittleEndian32(p + 1);
+    return TooLarge(what, (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1);
+  }
+  if (chunk == "VP8X") {
+    if (payload < 10) return short_chunk();
+    const uint32_t width = (uint32_t{p[6]} << 16 | uint32_t{p[5]} << 8 | p[4]) + 1;
+    const uint32_t height = (uint32_t{p[9]} << 16 | uint32_t{p[8]} << 8 | p[7]) + 1;
+    return TooLarge(what, width, height);
+  }
+  return Corrupt("WebP",
+                 absl::StrCat("a chunk '", absl::CHexEscape(chunk),
+                              "' where the image's first chunk (VP8, VP8L or VP8X) should be"),
+                 12);
 }
 
 // ---- JPEG decoding with libjpeg-turbo, the library OpenCV's JPEG decoder uses ----
@@ -127,9 +324,6 @@ absl::Status CheckPng(const unsigned char* data, size_t size) {
 // routine; files whose EXIF orientation may be other than 1; files without Huffman tables (OpenCV
 // loads the standard ones, as for Motion-JPEG frames); flags other than IMREAD_COLOR,
 // IMREAD_GRAYSCALE and IMREAD_UNCHANGED.
-
-// OpenCV's limit on decoded images (CV_IO_MAX_IMAGE_PIXELS); imdecode throws above it.
-constexpr uint64_t kMaxImagePixels = uint64_t{1} << 30;
 
 struct JpegErrorManager {
   jpeg_error_mgr pub;  // first, so that cinfo->err points to the whole struct
@@ -166,7 +360,7 @@ enum class JpegOutcome {
   kDecoded,
   kError,     // libjpeg's fatal error, in err.message
   kWarning,   // libjpeg's first warning, in err.message
-  kTooLarge,  // above OpenCV's pixel limit, or the output cannot be allocated (err.message)
+  kTooLarge,  // above the pixel limit (over_limit), or the output cannot be allocated
   kTooShort,  // more 8 x 8 blocks than the file has bits (err.message)
 };
 
@@ -175,15 +369,20 @@ struct JpegDecode {
   JpegErrorManager err;
   cv::Mat image;
   bool needs_opencv = false;  // return cv::imdecode's image (see above)
+  int64_t max_pixels = 0;     // the pixel limit, set by the caller
+  // Above the limit: the image's size, and where a component's coefficient buffer is what is
+  // too large, which one and its coefficients.
+  bool over_limit = false;
+  uint32_t width = 0, height = 0;
+  int buffer_component = -1;
+  uint64_t buffer_coefficients = 0;
 };
 
 uint32_t ReadExif16(const unsigned char* p, bool little_endian) {
-  return little_endian ? (uint32_t{p[1]} << 8) | p[0] : BigEndian16(p);
+  return little_endian ? LittleEndian16(p) : BigEndian16(p);
 }
 uint32_t ReadExif32(const unsigned char* p, bool little_endian) {
-  return little_endian
-             ? (uint32_t{p[3]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[1]} << 8) | p[0]
-             : BigEndian32(p);
+  return little_endian ? LittleEndian32(p) : BigEndian32(p);
 }
 
 // Whether an APP1 segment's data (after its length) certainly gives OpenCV orientation 1 (top
@@ -234,7 +433,8 @@ bool AllocateImage(cv::Mat* image, int rows, int cols, int type) noexcept {
 }
 
 // Decodes into d->image (where d->needs_opencv, only to see the warnings). `d` must be
-// zero-initialised (cinfo and err). Only plain C data lives in this frame across the setjmp.
+// zero-initialised (cinfo and err) and have its max_pixels set. Only plain C data lives in this
+// frame across the setjmp.
 JpegOutcome RunJpegDecode(const unsigned char* data, size_t size, int flags, JpegDecode* d) {
   jpeg_decompress_struct* const cinfo = &d->cinfo;
   cinfo->err = jpeg_std_error(&d->err.pub);
@@ -277,17 +477,15 @@ JpegOutcome RunJpegDecode(const unsigned char* data, size_t size, int flags, Jpe
       }
     }
   }
-  if (uint64_t{cinfo->image_width} * cinfo->image_height > kMaxImagePixels) {
-    std::snprintf(d->err.message, sizeof(d->err.message),
-                  "it is %u x %u pixels, more than OpenCV's limit of 2^30 pixels",
-                  cinfo->image_width, cinfo->image_height);
-    jpeg_destroy_decompress(cinfo);
-    return JpegOutcome::kTooLarge;
-  }
   // Huffman coding spends at least one bit on every 8 x 8 block (its DC code, in a sequential
   // scan and in a progressive file's first DC scan alike), so a header that claims more blocks
   // than the file has bits is damaged; refusing it here keeps a few hundred damaged bytes from
-  // allocating and decoding up to 2^30 pixels. (Arithmetic coding has no such bound.)
+  // allocating and decoding a huge image. Arithmetic coding has no such bound: the QM coder's
+  // adaptive probabilities let it code a run of all-zero blocks (a flat image, or one whose
+  // detail sits in a few places) in a small fraction of a bit each, and when the scan's data
+  // runs out libjpeg decodes zeros without a warning, so a legitimately flat arithmetic-coded
+  // image and a 359-byte header claiming 2^30 pixels look alike. For arithmetic coding the
+  // bound is the pixel limit below and nothing else.
   if (!cinfo->arith_code) {
     uint64_t blocks = 0;
     for (int c = 0; c < cinfo->num_components; ++c) {
@@ -303,6 +501,35 @@ JpegOutcome RunJpegDecode(const unsigned char* data, size_t size, int flags, Jpe
       jpeg_destroy_decompress(cinfo);
       return JpegOutcome::kTooShort;
     }
+  }
+  // The pixel limit, before jpeg_start_decompress allocates anything sized by the image. A
+  // progressive or otherwise multi-scan file makes libjpeg buffer every component's DCT
+  // coefficients for the whole image (jdcoefct.c: the component's blocks, padded to whole MCUs,
+  // 64 coefficients of 2 bytes each); each component's buffer is counted as an image of that
+  // many pixels, which it is for a full-resolution component of an image whose sides are
+  // multiples of the MCU, and it bounds the buffer of a thin image padded to many times its
+  // size. libjpeg refuses every component count but 1, 3 and 4 for the output colour spaces
+  // asked for here before it allocates the buffer, so it is at most 4 x 2 bytes per pixel.
+  d->over_limit =
+      uint64_t{cinfo->image_width} * cinfo->image_height > static_cast<uint64_t>(d->max_pixels);
+  if (!d->over_limit && jpeg_has_multiple_scans(cinfo)) {
+    for (int c = 0; c < cinfo->num_components && !d->over_limit; ++c) {
+      const jpeg_component_info& comp = cinfo->comp_info[c];
+      const auto round_up = [](uint64_t n, uint64_t m) { return (n + m - 1) / m * m; };
+      const uint64_t coefficients = 64 * round_up(comp.width_in_blocks, comp.h_samp_factor) *
+                                    round_up(comp.height_in_blocks, comp.v_samp_factor);
+      if (coefficients > static_cast<uint64_t>(d->max_pixels)) {
+        d->over_limit = true;
+        d->buffer_component = c;
+        d->buffer_coefficients = coefficients;
+      }
+    }
+  }
+  if (d->over_limit) {
+    d->width = cinfo->image_width;
+    d->height = cinfo->image_height;
+    jpeg_destroy_decompress(cinfo);
+    return JpegOutcome::kTooLarge;
   }
   jpeg_start_decompress(cinfo);
   if (cinfo->output_components != channels ||
@@ -330,6 +557,7 @@ absl::Status DecodeJpeg(absl::string_view bytes, int flags, absl::string_view wh
   JpegDecode d;
   std::memset(&d.cinfo, 0, sizeof(d.cinfo));
   std::memset(&d.err, 0, sizeof(d.err));
+  d.max_pixels = pixel_limit.pixels;
   switch (RunJpegDecode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), flags,
                         &d)) {
     case JpegOutcome::kDecoded:
@@ -338,7 +566,18 @@ absl::Status DecodeJpeg(absl::string_view bytes, int flags, absl::string_view wh
       return absl::DataLossError(
           absl::StrCat("could not decode the ", what, ": libjpeg: ", d.err.message));
     case JpegOutcome::kTooLarge:
-      return absl::DataLossError(absl::StrCat("could not decode the ", what, ": ", d.err.message));
+      if (!d.over_limit) {
+        return absl::DataLossError(
+            absl::StrCat("could not decode the ", what, ": ", d.err.message));
+      }
+      return absl::DataLossError(
+          OverLimit(what, d.width, d.height,
+                    d.buffer_component < 0
+                        ? ""
+                        : absl::StrFormat(
+                              " and, as a progressive or multi-scan JPEG, needs libjpeg to buffer "
+                              "%u DCT coefficients of its component %d at once",
+                              d.buffer_coefficients, d.buffer_component)));
     case JpegOutcome::kWarning:
       return absl::DataLossError(absl::StrCat("the JPEG file is corrupt: libjpeg: ", d.err.message,
                                               "; copy or download it again"));
@@ -363,6 +602,17 @@ absl::Status CheckStructureOf(absl::string_view format, absl::string_view bytes)
 
 absl::Status CheckImageStructure(absl::string_view bytes) {
   return CheckStructureOf(SniffImageFormat(bytes), bytes);
+}
+
+int64_t MaxImagePixels() { return pixel_limit.pixels; }
+
+ScopedMaxImagePixels::ScopedMaxImagePixels(int64_t max_pixels, absl::string_view setting)
+    : previous_pixels_(pixel_limit.pixels), previous_setting_(pixel_limit.setting) {
+  pixel_limit = {std::clamp<int64_t>(max_pixels, 1, kLargestMaxImagePixels), setting};
+}
+
+ScopedMaxImagePixels::~ScopedMaxImagePixels() {
+  pixel_limit = {previous_pixels_, previous_setting_};
 }
 
 absl::string_view SniffImageFormat(absl::string_view bytes) {
@@ -393,6 +643,13 @@ absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, int flags, absl::st
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return absl::DataLossError(absl::StrCat("the ", what, " file is larger than 2 GiB"));
   }
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  absl::Status limit;
+  if (format == "PNG") limit = PngPixelLimit(data, bytes.size(), what);
+  if (format == "BMP") limit = BmpPixelLimit(data, bytes.size(), what);
+  if (format == "TIFF") limit = TiffPixelLimit(data, bytes.size(), what);
+  if (format == "WebP") limit = WebPPixelLimit(data, bytes.size(), what);
+  if (!limit.ok()) return limit;
   cv::Mat image;
   if (format == "JPEG") {
     bool needs_opencv = false;

@@ -14,6 +14,7 @@
 #include <jpeglib.h>  // after <cstdio>
 // clang-format on
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -37,9 +38,10 @@ std::vector<uchar> Encode(const std::string& extension, const std::vector<int>& 
 }
 
 // A JPEG written by libjpeg directly, for what cv::imencode cannot write: chroma sampling other
-// than 4:2:0 (luma sampling factors h x v) and CMYK files (`image` 4 channels, JCS_CMYK).
+// than 4:2:0 (luma sampling factors h x v), CMYK files (`image` 4 channels, JCS_CMYK) and
+// arithmetic coding.
 std::vector<uchar> EncodeWithLibjpeg(const cv::Mat& image, J_COLOR_SPACE in_color_space, int h,
-                                     int v) {
+                                     int v, bool arithmetic = false, bool progressive = false) {
   jpeg_compress_struct cinfo;
   jpeg_error_mgr err;
   cinfo.err = jpeg_std_error(&err);  // errors exit the test: there are none for these inputs
@@ -54,6 +56,8 @@ std::vector<uchar> EncodeWithLibjpeg(const cv::Mat& image, J_COLOR_SPACE in_colo
   jpeg_set_defaults(&cinfo);
   cinfo.comp_info[0].h_samp_factor = h;
   cinfo.comp_info[0].v_samp_factor = v;
+  cinfo.arith_code = arithmetic ? TRUE : FALSE;
+  if (progressive) jpeg_simple_progression(&cinfo);
   jpeg_start_compress(&cinfo, TRUE);
   while (cinfo.next_scanline < cinfo.image_height) {
     JSAMPROW row = const_cast<uchar*>(image.ptr(static_cast<int>(cinfo.next_scanline)));
@@ -207,6 +211,10 @@ TEST(ImageIoTest, JpegsDecodeExactlyAsImdecodeDoes) {
       {"4:2:2", EncodeWithLibjpeg(Picture(), JCS_EXT_BGR, 2, 1)},
       {"CMYK", EncodeWithLibjpeg(cmyk, JCS_CMYK, 1, 1)},
       {"greyscale", grey_bytes},
+      {"arithmetic", EncodeWithLibjpeg(Picture(), JCS_EXT_BGR, 2, 2, /*arithmetic=*/true)},
+      {"arithmetic progressive",
+       EncodeWithLibjpeg(Picture(), JCS_EXT_BGR, 2, 2, /*arithmetic=*/true, /*progressive=*/true)},
+      {"arithmetic CMYK", EncodeWithLibjpeg(cmyk, JCS_CMYK, 1, 1, /*arithmetic=*/true)},
   };
   for (const auto& [name, bytes] : files) {
     for (const int flags : {cv::IMREAD_COLOR, cv::IMREAD_GRAYSCALE, cv::IMREAD_UNCHANGED}) {
@@ -307,13 +315,185 @@ TEST(ImageIoTest, JpegDimensionsBeyondItsDataAreAnError) {
               HasSubstr("the JPEG file is corrupt: its header says 30000 x 30000 pixels (21093750 "
                         "blocks of 8 x 8), more than its " +
                         std::to_string(tall.size()) + " bytes can hold"));
+  // The bound by the file's bits comes before the pixel limit: such a file is damaged, not large.
   const std::vector<uchar> huge = with_size(65000, 65000);
   EXPECT_THAT(
       DecodeImage(absl::string_view(reinterpret_cast<const char*>(huge.data()), huge.size()))
           .status()
           .message(),
-      HasSubstr(
-          "could not decode the image: it is 65000 x 65000 pixels, more than OpenCV's limit"));
+      HasSubstr("the JPEG file is corrupt: its header says 65000 x 65000 pixels"));
+}
+
+// Sets the frame header's (any SOFn) height and width.
+std::vector<uchar> WithFrameSize(std::vector<uchar> bytes, int width, int height) {
+  for (size_t i = 2; i + 8 < bytes.size();) {
+    const uchar marker = bytes[i + 1];
+    if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
+      bytes[i + 5] = static_cast<uchar>(height >> 8);
+      bytes[i + 6] = static_cast<uchar>(height & 0xFF);
+      bytes[i + 7] = static_cast<uchar>(width >> 8);
+      bytes[i + 8] = static_cast<uchar>(width & 0xFF);
+      return bytes;
+    }
+    i += 2 + (size_t{bytes[i + 2]} << 8 | bytes[i + 3]);
+  }
+  ADD_FAILURE() << "no frame header";
+  return bytes;
+}
+
+absl::StatusOr<cv::Mat> Decode(const std::vector<uchar>& bytes, int flags = cv::IMREAD_COLOR) {
+  return DecodeImage(absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                     flags);
+}
+
+// What the pixel limit's message says for a w x h image (a limit set as "test.max_image_pixels").
+std::string OverLimit(int width, int height, int64_t limit, const std::string& what = "image") {
+  return absl::StrCat("the ", what, " is ", width, " x ", height, " pixels (",
+                      int64_t{width} * height, "), more than the limit of ", limit,
+                      " pixels (test.max_image_pixels); raise test.max_image_pixels in the config "
+                      "if the file is meant to be this large");
+}
+
+TEST(ImageIoTest, ThePixelLimitIsTheDefaultUnlessAScopeSetsIt) {
+  EXPECT_EQ(MaxImagePixels(), kDefaultMaxImagePixels);
+  {
+    const ScopedMaxImagePixels outer(1000, "outer");
+    EXPECT_EQ(MaxImagePixels(), 1000);
+    {
+      const ScopedMaxImagePixels inner(int64_t{1} << 40, "inner");
+      EXPECT_EQ(MaxImagePixels(), kLargestMaxImagePixels);  // OpenCV's, the ceiling
+    }
+    EXPECT_EQ(MaxImagePixels(), 1000);
+  }
+  EXPECT_EQ(MaxImagePixels(), kDefaultMaxImagePixels);
+}
+
+// Every accepted format: an image of exactly the limit decodes, one pixel more is refused from
+// its header with a message naming the setting, as a bad sample (DataLoss) naming the file.
+TEST(ImageIoTest, ImagesAboveThePixelLimitAreRefusedInEveryFormat) {
+  cv::Mat cmyk(64, 96, CV_8UC4);
+  cv::randu(cmyk, 0, 255);
+  std::vector<std::pair<std::string, std::vector<uchar>>> files = {
+      {"baseline.jpg", Encode(".jpg")},
+      {"progressive.jpg", Encode(".jpg", {cv::IMWRITE_JPEG_PROGRESSIVE, 1})},
+      {"arithmetic.jpg", EncodeWithLibjpeg(Picture(), JCS_EXT_BGR, 2, 2, /*arithmetic=*/true)},
+      {"arithmetic_progressive.jpg",
+       EncodeWithLibjpeg(Picture(), JCS_EXT_BGR, 2, 2, /*arithmetic=*/true, /*progressive=*/true)},
+      {"cmyk_progressive.jpg",
+       EncodeWithLibjpeg(cmyk, JCS_CMYK, 1, 1, /*arithmetic=*/false, /*progressive=*/true)},
+      {"image.png", Encode(".png")},
+      {"image.bmp", Encode(".bmp")},
+      {"image.tiff", Encode(".tiff")},
+      {"image.webp", Encode(".webp", {cv::IMWRITE_WEBP_QUALITY, 101})},
+      {"lossy.webp", Encode(".webp", {cv::IMWRITE_WEBP_QUALITY, 80})},
+  };
+  constexpr int64_t kPixels = 96 * 64;
+  for (const auto& [name, bytes] : files) {
+    const std::string path = Write(name, bytes);
+    for (const int flags : {cv::IMREAD_COLOR, cv::IMREAD_UNCHANGED}) {
+      {
+        const ScopedMaxImagePixels limit(kPixels, "test.max_image_pixels");
+        absl::StatusOr<cv::Mat> image = ReadImage(path, flags);
+        ASSERT_TRUE(image.ok()) << name << ": " << image.status();
+        EXPECT_EQ(image->size(), cv::Size(96, 64)) << name;
+      }
+      const ScopedMaxImagePixels limit(kPixels - 1, "test.max_image_pixels");
+      const absl::Status status = ReadImage(path, flags, "label map").status();
+      EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << name;
+      EXPECT_EQ(status.message(), path + ": " + OverLimit(96, 64, kPixels - 1, "label map"))
+          << name;
+    }
+  }
+}
+
+// A progressive (multi-scan) JPEG makes libjpeg buffer each component's coefficients for the
+// whole image, padded to whole MCUs: for a 4 x 4096 4:2:0 image, luma's 1 x 512 blocks become
+// 2 x 512, 65536 coefficients for 16384 pixels. The buffer counts against the limit; a baseline
+// file of the same size needs no such buffer.
+TEST(ImageIoTest, AMultiScanJpegsCoefficientBufferCountsAgainstThePixelLimit) {
+  cv::Mat thin(4096, 4, CV_8UC3);
+  cv::randu(thin, 0, 255);
+  std::vector<uchar> baseline, progressive;
+  ASSERT_TRUE(cv::imencode(".jpg", thin, baseline));
+  ASSERT_TRUE(cv::imencode(".jpg", thin, progressive, {cv::IMWRITE_JPEG_PROGRESSIVE, 1}));
+  {
+    const ScopedMaxImagePixels limit(4 * 4096, "test.max_image_pixels");
+    EXPECT_TRUE(Decode(baseline).ok()) << Decode(baseline).status();
+    const absl::Status status = Decode(progressive).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(status.message(),
+              "the image is 4 x 4096 pixels (16384) and, as a progressive or multi-scan JPEG, "
+              "needs libjpeg to buffer 65536 DCT coefficients of its component 0 at once, more "
+              "than the limit of 16384 pixels (test.max_image_pixels); raise "
+              "test.max_image_pixels in the config if the file is meant to be this large");
+  }
+  const ScopedMaxImagePixels limit(65536, "test.max_image_pixels");
+  absl::StatusOr<cv::Mat> image = Decode(progressive);
+  ASSERT_TRUE(image.ok()) << image.status();
+  EXPECT_EQ(cv::norm(*image, cv::imdecode(progressive, cv::IMREAD_COLOR), cv::NORM_INF), 0);
+}
+
+// Arithmetic coding has no bound of blocks by bits: a flat 16 x 16 picture whose header is
+// patched to claim 1024 x 1024 pixels decodes without a single libjpeg warning (its decoder
+// reads zeros past the scan's data), exactly as cv::imdecode decodes it. Only the pixel limit
+// stops the same file claiming 2^30 pixels, sequential or progressive (whose zeros do make
+// libjpeg warn, but only once its coefficient buffer is allocated):
+// testdata/fuzz/image_decode/regression_arithmetic_* are such files, of 206 and 353 bytes.
+TEST(ImageIoTest, ArithmeticCodedJpegsAreBoundedByThePixelLimitAlone) {
+  const cv::Mat flat(16, 16, CV_8UC3, cv::Scalar(128, 128, 128));
+  const std::vector<uchar> claimed =
+      WithFrameSize(EncodeWithLibjpeg(flat, JCS_EXT_BGR, 2, 2, /*arithmetic=*/true), 1024, 1024);
+  absl::StatusOr<cv::Mat> image = Decode(claimed);
+  ASSERT_TRUE(image.ok()) << image.status();
+  EXPECT_EQ(image->size(), cv::Size(1024, 1024));
+  EXPECT_EQ(cv::norm(*image, cv::imdecode(claimed, cv::IMREAD_COLOR), cv::NORM_INF), 0);
+
+  for (const bool progressive : {false, true}) {
+    const std::vector<uchar> huge = WithFrameSize(
+        EncodeWithLibjpeg(flat, JCS_EXT_BGR, 2, 2, /*arithmetic=*/true, progressive), 32768, 32768);
+    const absl::Status status = Decode(huge).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(status.message(),
+              "the image is 32768 x 32768 pixels (1073741824), more than the limit of 268435456 "
+              "pixels (max_image_pixels); raise max_image_pixels in the config if the file is "
+              "meant to be this large")
+        << progressive;
+  }
+}
+
+// TIFF: OpenCV's decoder buffers a whole strip (the width times the rows per strip) or tile at
+// once, whatever the image's size, so that buffer counts against the limit too.
+TEST(ImageIoTest, ATiffsStripBufferCountsAgainstThePixelLimit) {
+  std::vector<uchar> bytes = Encode(".tiff");
+  ASSERT_EQ(bytes[0], 'I');  // little-endian, as OpenCV writes it
+  const size_t ifd = bytes[4] | bytes[5] << 8 | bytes[6] << 16 | size_t{bytes[7]} << 24;
+  const size_t entries = bytes[ifd] | bytes[ifd + 1] << 8;
+  bool patched = false;
+  for (size_t e = 0; e < entries; ++e) {
+    uchar* entry = &bytes[ifd + 2 + 12 * e];
+    if ((entry[0] | entry[1] << 8) != 278) continue;  // RowsPerStrip
+    entry[2] = 4;                                     // LONG, 1000 rows
+    entry[3] = 0;
+    entry[8] = 1000 & 0xFF;
+    entry[9] = 1000 >> 8;
+    entry[10] = entry[11] = 0;
+    patched = true;
+  }
+  ASSERT_TRUE(patched);
+  const ScopedMaxImagePixels limit(96 * 999, "test.max_image_pixels");
+  EXPECT_EQ(Decode(bytes).status().message(),
+            "the image is 96 x 64 pixels (6144) and OpenCV would buffer 96 x 1000 pixels of it "
+            "at once (a strip), more than the limit of 95904 pixels (test.max_image_pixels); "
+            "raise test.max_image_pixels in the config if the file is meant to be this large");
+}
+
+TEST(ImageIoTest, APngWhoseFirstChunkIsNotItsHeaderIsCorrupt) {
+  std::vector<uchar> bytes = Encode(".png");
+  ASSERT_EQ(std::string(bytes.begin() + 12, bytes.begin() + 16), "IHDR");
+  bytes[12] = 'i';  // an ancillary chunk "iHDR" before any header
+  EXPECT_EQ(std::string(Check(bytes).message()),
+            "the PNG file is corrupt: a chunk 'iHDR' where the header chunk (IHDR) should be at "
+            "byte 8; copy or download it again");
 }
 
 TEST(ImageIoTest, TruncatedPngsAreErrors) {

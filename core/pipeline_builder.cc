@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/data_agreement.h"
+#include "core/image_io.h"
 #include "core/lr_warmup.h"
 #include "core/param_groups.h"
 #include "core/segmentation_model.h"
@@ -32,6 +33,27 @@ std::string Needs(const char* verb, const std::optional<TaskRequirements>& needs
   return needs ? absl::StrCat("; ", verb, " ", DescribeRequirements(*needs)) : "";
 }
 
+// Runs the dataset's Load under its DataConfig's pixel limit (max_image_pixels): every image
+// the dataset reads through core::ReadImage on the loading thread is held to it, whatever the
+// plugin, without the plugins knowing the setting.
+class PixelLimitedDataset final : public Dataset {
+ public:
+  PixelLimitedDataset(std::unique_ptr<Dataset> dataset, int64_t max_pixels, std::string setting)
+      : dataset_(std::move(dataset)), max_pixels_(max_pixels), setting_(std::move(setting)) {}
+  int64_t Size() const override { return dataset_->Size(); }
+  absl::StatusOr<Sample> Load(int64_t index) const override {
+    const ScopedMaxImagePixels limit(max_pixels_, setting_);
+    return dataset_->Load(index);
+  }
+  std::string Describe() const override { return dataset_->Describe(); }
+  std::optional<DatasetMetadata> Metadata() const override { return dataset_->Metadata(); }
+
+ private:
+  const std::unique_ptr<Dataset> dataset_;
+  const int64_t max_pixels_;
+  const std::string setting_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Model>> BuildModel(const PluginSpec& spec) {
@@ -45,10 +67,16 @@ absl::StatusOr<std::shared_ptr<Model>> BuildModel(const PluginSpec& spec) {
 }
 
 absl::StatusOr<std::unique_ptr<Dataset>> BuildDataset(const DataConfig& data,
-                                                      const std::string& field) {
-  return WithContext<std::unique_ptr<Dataset>>(field + ".dataset", [&] {
-    return DatasetRegistry::Get().Create(data.dataset().type(), data.dataset().options());
-  });
+                                                      const std::string& field,
+                                                      const std::string& limit_setting) {
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset,
+                          WithContext<std::unique_ptr<Dataset>>(field + ".dataset", [&] {
+                            return DatasetRegistry::Get().Create(data.dataset().type(),
+                                                                 data.dataset().options());
+                          }));
+  return std::unique_ptr<Dataset>(std::make_unique<PixelLimitedDataset>(
+      std::move(dataset), data.max_image_pixels(),
+      limit_setting.empty() ? field + ".max_image_pixels" : limit_setting));
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(

@@ -22,8 +22,12 @@ namespace vision::core {
 
 absl::StatusOr<std::shared_ptr<Model>> BuildModel(const PluginSpec& spec);
 
+// The configured dataset, whose Load reads images under data.max_image_pixels
+// (core/image_io.h's ScopedMaxImagePixels; a larger image is a bad sample naming the setting,
+// `limit_setting`, by default "<field>.max_image_pixels").
 absl::StatusOr<std::unique_ptr<Dataset>> BuildDataset(const DataConfig& data,
-                                                      const std::string& field);
+                                                      const std::string& field,
+                                                      const std::string& limit_setting = "");
 
 absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(
     const DataConfig& data, const std::string& field);

@@ -3,7 +3,10 @@
 // and requirements a test's config gives them.
 #include "core/pipeline_builder.h"
 
+#include <cstdlib>
 #include <memory>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "core/data_agreement.h"
 #include "core/dataset.h"
 #include "core/evaluator.h"
+#include "core/image_io.h"
 #include "core/lr_schedule.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -60,7 +64,15 @@ class FakeDataset : public Dataset {
     return std::make_unique<FakeDataset>(o);
   }
   int64_t Size() const override { return 1; }
-  absl::StatusOr<Sample> Load(int64_t) const override { return Sample(); }
+  absl::StatusOr<Sample> Load(int64_t) const override {
+    Sample sample;
+    if (o_.has_image_path()) {
+      absl::StatusOr<cv::Mat> image = ReadImage(o_.image_path());
+      if (!image.ok()) return image.status();
+      sample.image = *std::move(image);
+    }
+    return sample;
+  }
   std::string Describe() const override { return o_.name(); }
   std::optional<DatasetMetadata> Metadata() const override {
     if (!o_.states_metadata()) return std::nullopt;
@@ -397,6 +409,36 @@ TEST(PipelineBuilderTest, UnstatedMetadataOrRequirementsAreNotChecked) {
                   .ok());
   // A class-agnostic model of the right kind trains on a dataset with classes.
   EXPECT_TRUE(BuildStatus(Config("annotation_kind: OBJECT_INSTANCES", shapes, shapes)).ok());
+}
+
+// Each split's DataConfig.max_image_pixels reaches the images its dataset reads, as a bad
+// sample naming the file and the setting; outside Load the default applies again.
+TEST(PipelineBuilderTest, EachSplitsMaxImagePixelsReachesItsDatasetsImageReads) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/96x64.png";
+  ASSERT_TRUE(cv::imwrite(path, cv::Mat(64, 96, CV_8UC3, cv::Scalar(1, 2, 3))));
+  const std::string image = absl::StrCat("name: \"fake\" image_path: \"", path, "\"");
+  TrainPipelineConfig config = Config("", image, image);
+  config.mutable_train_data()->set_max_image_pixels(96 * 64 - 1);
+  config.mutable_eval_data()->set_max_image_pixels(96 * 64);
+  absl::StatusOr<std::unique_ptr<Dataset>> train = BuildDataset(config.train_data(), "train_data");
+  absl::StatusOr<std::unique_ptr<Dataset>> eval = BuildDataset(config.eval_data(), "eval_data");
+  ASSERT_TRUE(train.ok()) << train.status();
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  const absl::Status status = (*train)->Load(0).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(status.message(),
+            path +
+                ": the image is 96 x 64 pixels (6144), more than the limit of 6143 pixels "
+                "(train_data.max_image_pixels); raise train_data.max_image_pixels in the "
+                "config if the file is meant to be this large");
+  absl::StatusOr<Sample> sample = (*eval)->Load(0);
+  ASSERT_TRUE(sample.ok()) << sample.status();
+  EXPECT_EQ(sample->image.size(), cv::Size(96, 64));
+  EXPECT_EQ(MaxImagePixels(), kDefaultMaxImagePixels);
+  // The wrapper forwards what the plugin says.
+  EXPECT_EQ((*train)->Describe(), "fake");
+  EXPECT_EQ((*train)->Size(), 1);
+  EXPECT_TRUE((*train)->Metadata().has_value());
 }
 
 TEST(DataAgreementTest, EvaluationAloneChecksTheModelAndEvaluatorAgainstTheEvalDataset) {

@@ -101,8 +101,9 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   data::datasets::image_folder::ImageFolderOptions folder;
   folder.set_path(absl::GetFlag(FLAGS_images));
   images_config.mutable_dataset()->mutable_options()->PackFrom(folder);
-  VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::Dataset> images,
-                          core::BuildDataset(images_config, "--images"));
+  VISION_ASSIGN_OR_RETURN(
+      std::unique_ptr<core::Dataset> images,
+      core::BuildDataset(images_config, "--images", "eval_data.max_image_pixels"));
   VISION_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<core::Augmentation>> augmentations,
                           core::BuildAugmentations(images_config, "eval_data"));
   std::unique_ptr<core::Evaluator> evaluator;

@@ -25,6 +25,10 @@
 namespace vision::core {
 namespace {
 
+// DataConfig.max_image_pixels's ceiling: OpenCV's own limit, core/image_io.h's
+// kLargestMaxImagePixels (not included, to keep OpenCV out of the config loader's users).
+constexpr int64_t kLargestMaxImagePixels = int64_t{1} << 30;
+
 // Collects parser errors as "source:line:column: message" (1-based, as editors count).
 class ErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
@@ -93,6 +97,11 @@ void CheckData(const DataConfig& data, const std::string& field, Problems* probl
                     "required: name a registered augmentation");
     }
   }
+  problems->Require(
+      data.max_image_pixels() > 0 && data.max_image_pixels() <= kLargestMaxImagePixels,
+      field + ".max_image_pixels",
+      absl::StrCat("must be a pixel count in [1, 2^30 = ", kLargestMaxImagePixels,
+                   "] (OpenCV decodes no more), got ", data.max_image_pixels()));
   const LoaderConfig& loader = data.loader();
   problems->Require(loader.batch_size() > 0, field + ".loader.batch_size",
                     absl::StrCat("must be > 0 (images per process and step), got ",

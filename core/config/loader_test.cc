@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/config/test_options.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -152,6 +153,24 @@ TEST(LoaderTest, OverrideCanFixAnInvalidValue) {
   EXPECT_THAT(c.status().message(), HasSubstr("optimizer.lr: must be > 0, got -1"));
   c = LoadPipelineConfig(Path("valid.pbtxt"), {"optimizer { lr: -1 }", "optimizer { lr: 1 }"});
   EXPECT_TRUE(c.ok()) << c.status();
+}
+
+TEST(LoaderTest, MaxImagePixelsMustBeAPixelCountOpenCvDecodes) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("valid.pbtxt"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->train_data().max_image_pixels(), int64_t{1} << 28);  // the default
+  for (const char* value : {"1", "1073741824"}) {
+    c = LoadPipelineConfig(Path("valid.pbtxt"),
+                           {absl::StrCat("train_data { max_image_pixels: ", value, " }")});
+    EXPECT_TRUE(c.ok()) << value << ": " << c.status();
+  }
+  c = LoadPipelineConfig(Path("valid.pbtxt"), {"train_data { max_image_pixels: 0 }"});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("train_data.max_image_pixels: must be a pixel count in [1, 2^30 = "
+                        "1073741824] (OpenCV decodes no more), got 0"));
+  c = LoadPipelineConfig(Path("valid.pbtxt"), {"eval_data { max_image_pixels: 1073741825 }"});
+  EXPECT_THAT(c.status().message(), HasSubstr("eval_data.max_image_pixels: must be a pixel count"));
 }
 
 TEST(LoaderTest, SharedMemoryBackendNeedsTheCpu) {

@@ -1,7 +1,7 @@
 // Fuzzes the Cityscapes label checks: the input is decoded as the dataset decodes a label map
 // (core::DecodeImage, IMREAD_UNCHANGED: any depth and channel count), then checked and mapped by
-// ToTrainIds as label ids and as train ids. Accepted maps must come back as single-channel
-// 8-bit train ids 0..18 or 255.
+// ToTrainIds as label ids and as train ids, under the image fuzzers' pixel limit (fuzz_util.h).
+// Accepted maps must come back as single-channel 8-bit train ids 0..18 or 255.
 #include <cstddef>
 #include <cstdint>
 #include <opencv2/core.hpp>
@@ -43,6 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cv::Mat raw(rows, cols, CV_8UC1, const_cast<uint8_t*>(data));
     Check(raw);
   }
+  const vision::core::ScopedMaxImagePixels limit(vision::fuzz::kMaxImagePixels, "max_image_pixels");
   absl::StatusOr<cv::Mat> decoded =
       vision::core::DecodeImage(absl::string_view(reinterpret_cast<const char*>(data), size),
                                 cv::IMREAD_UNCHANGED, "label map");

@@ -20,6 +20,13 @@ namespace vision::fuzz {
     }                                                                                             \
   } while (0)
 
+// The pixel limit the image fuzzers set (core::ScopedMaxImagePixels) instead of the default
+// 2^28: 2048 x 2048, so that no input may make a decode allocate more than about 60 MB (a
+// progressive CMYK JPEG: 12 bytes per pixel, plus the differential cv::imdecode) or take long,
+// far below run_fuzzers.sh's -rss_limit_mb and -malloc_limit_mb of 2048. A Huffman-coded JPEG
+// of libFuzzer's usual lengths (a few KB) cannot claim more anyway (8 blocks per byte).
+inline constexpr int64_t kMaxImagePixels = int64_t{1} << 22;
+
 // A file of this process for entry points that take a path; rewritten for every input.
 // Under $TEST_TMPDIR in tests, else $TMPDIR or /tmp.
 const std::string& ScratchPath(const std::string& suffix);

@@ -1,7 +1,10 @@
 // Fuzzes core::DecodeImage as the datasets call it (images IMREAD_COLOR, label maps
-// IMREAD_UNCHANGED) and with IMREAD_GRAYSCALE. A refused input must be a DataLoss error with a
-// message; an accepted JPEG, which DecodeImage decodes with libjpeg itself, must come out exactly
-// as cv::imdecode decodes it (same size, type and pixels).
+// IMREAD_UNCHANGED) and with IMREAD_GRAYSCALE, under a pixel limit of 2048 x 2048
+// (fuzz_util.h). A refused input must be a DataLoss error with a message; an accepted JPEG,
+// which DecodeImage decodes with libjpeg itself, must come out exactly as cv::imdecode decodes
+// it (same size, type and pixels). Arithmetic-coded JPEGs included: a few hundred bytes of them
+// can claim any size (testdata/fuzz/image_decode/regression_arithmetic_*), which the pixel limit
+// refuses before anything is allocated.
 #include <cstddef>
 #include <cstdint>
 #include <opencv2/core.hpp>
@@ -11,25 +14,9 @@
 #include "core/image_io.h"
 #include "tools/fuzz/fuzz_util.h"
 
-namespace {
-
-// Whether the input has an arithmetic-coded frame header (SOF9-11, SOF13-15) or arithmetic
-// conditioning (DAC). DecodeImage's bound of blocks by the file's bits holds only for Huffman
-// coding, so a few hundred bytes of arithmetic-coded JPEG may legitimately claim up to 2^30
-// pixels and allocate gigabytes (a known gap, README "Bad data"); the fuzzer skips them rather
-// than report that as out-of-memory.
-bool ArithmeticCoded(const uint8_t* data, size_t size) {
-  for (size_t i = 0; i + 1 < size; ++i) {
-    if (data[i] == 0xFF && data[i + 1] >= 0xC9 && data[i + 1] <= 0xCF) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view bytes(reinterpret_cast<const char*>(data), size);
-  if (vision::core::SniffImageFormat(bytes) == "JPEG" && ArithmeticCoded(data, size)) return 0;
+  const vision::core::ScopedMaxImagePixels limit(vision::fuzz::kMaxImagePixels, "max_image_pixels");
   for (const int flags : {cv::IMREAD_COLOR, cv::IMREAD_GRAYSCALE, cv::IMREAD_UNCHANGED}) {
     absl::StatusOr<cv::Mat> decoded = vision::core::DecodeImage(bytes, flags);
     if (!decoded.ok()) {
