@@ -10,6 +10,7 @@
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/autograd.h>
 
@@ -125,7 +126,9 @@ at::Tensor BackwardCpu(const at::Tensor& grad_output, const at::Tensor& rois,
   return grad_input;
 }
 
+// The kernels are profiler ranges (Kineto, torch.profiler) named as torchvision's operators.
 at::Tensor Forward(const at::Tensor& input, const at::Tensor& rois, const RoIAlignGeometry& g) {
+  RECORD_FUNCTION("vision::roi_align", std::vector<c10::IValue>({input, rois}));
 #ifdef VISION_WITH_CUDA
   if (input.is_cuda()) return RoIAlignForwardCuda(input, rois, g);
 #endif
@@ -135,6 +138,7 @@ at::Tensor Forward(const at::Tensor& input, const at::Tensor& rois, const RoIAli
 
 at::Tensor Backward(const at::Tensor& grad_output, const at::Tensor& rois,
                     at::IntArrayRef input_sizes, const RoIAlignGeometry& g) {
+  RECORD_FUNCTION("vision::_roi_align_backward", std::vector<c10::IValue>({grad_output, rois}));
 #ifdef VISION_WITH_CUDA
   if (grad_output.is_cuda()) return RoIAlignBackwardCuda(grad_output, rois, input_sizes, g);
 #endif
