@@ -154,7 +154,8 @@ at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const a
     // survivors of all categories ranked by score; equal scores keep their input order.
     RECORD_FUNCTION("vision::batched_nms_per_category", std::vector<c10::IValue>({boxes}));
     const at::Tensor computable_scores = ComputableType(scores);
-    const auto [sorted_idxs, by_category] = idxs.sort(/*stable=*/true, /*dim=*/0);
+    const auto [sorted_idxs, by_category] =
+        idxs.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
     const at::Tensor counts =
         std::get<2>(at::unique_consecutive(sorted_idxs, /*return_inverse=*/false,
                                            /*return_counts=*/true))
