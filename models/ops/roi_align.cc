@@ -60,11 +60,20 @@ void ComputeRoITaps(const T* roi, int64_t height, int64_t width, const RoIAlignG
   out->bin_begin.push_back(static_cast<int64_t>(out->taps.size()));
 }
 
-// The channels-last forward pays off from this many channels and from this many output values
-// per input value (below, the one conversion of the input to channels-last costs more than the
-// vectorised sampling saves).
+// The channels-last forward (and backward) pays off from this many channels and from this many
+// output values per input value (below, the one conversion of the input to channels-last costs more
+// than the vectorised sampling saves).
 constexpr int64_t kChannelsLastMinChannels = 8;
 constexpr double kChannelsLastMinOutputPerInput = 0.5;
+
+// Whether the channels-last forward and backward pay off for an input of `input_sizes` [B, C, H, W]
+// and `num_rois` RoIs of `num_bins` bins.
+bool UseChannelsLast(at::IntArrayRef input_sizes, int64_t num_rois, int64_t num_bins) {
+  return input_sizes[1] >= kChannelsLastMinChannels &&
+         static_cast<double>(num_rois * num_bins) >=
+             kChannelsLastMinOutputPerInput *
+                 static_cast<double>(input_sizes[0] * input_sizes[2] * input_sizes[3]);
+}
 
 // The forward on a channels-last copy of the input: each tap reads the channels of a pixel as
 // one contiguous row, so the loop over channels vectorises, where the channels-first loop
@@ -121,9 +130,7 @@ at::Tensor ForwardCpu(const at::Tensor& input, const at::Tensor& rois, const RoI
   const T* input_data = input.data_ptr<T>();
   const T* rois_data = rois.data_ptr<T>();
   T* output_data = output.data_ptr<T>();
-  if (channels >= kChannelsLastMinChannels &&
-      static_cast<double>(rois.size(0) * num_bins) >=
-          kChannelsLastMinOutputPerInput * static_cast<double>(input.size(0) * height * width)) {
+  if (UseChannelsLast(input.sizes(), rois.size(0), num_bins)) {
     ForwardCpuChannelsLast<T>(input, rois, g, output_data);
     return output;
   }
@@ -149,6 +156,50 @@ at::Tensor ForwardCpu(const at::Tensor& input, const at::Tensor& rois, const RoI
   return output;
 }
 
+// The backward into a channels-last gradient, converted to channels-first at the end: each tap
+// adds to the channels of a pixel as one contiguous row, so the loop over channels vectorises.
+// Every gradient value receives the same terms, computed alike, in the same order (RoI, bin, tap,
+// corner) as in the channels-first loop, so the results are identical. Parallel over channel
+// ranges, as that loop.
+template <typename T>
+at::Tensor BackwardCpuChannelsLast(const at::Tensor& grad_output, const at::Tensor& rois,
+                                   at::IntArrayRef input_sizes, const RoIAlignGeometry& g) {
+  const int64_t channels = input_sizes[1];
+  const int64_t height = input_sizes[2];
+  const int64_t width = input_sizes[3];
+  const int64_t num_rois = rois.size(0);
+  const int64_t num_bins = g.output_height * g.output_width;
+  // [B, H, W, C]
+  at::Tensor grad_pixels =
+      at::zeros({input_sizes[0], height, width, channels}, grad_output.options());
+  // [K, bins, C]: the channels of one bin's gradient together.
+  const at::Tensor grad_bins =
+      grad_output.reshape({num_rois, channels, num_bins}).transpose(1, 2).contiguous();
+  const T* grad_data = grad_bins.data_ptr<T>();
+  const T* rois_data = rois.data_ptr<T>();
+  T* grad_pixel_data = grad_pixels.data_ptr<T>();
+  at::parallel_for(0, channels, /*grain_size=*/16, [&](int64_t begin, int64_t end) {
+    RoITaps<T> roi;
+    for (int64_t k = 0; k < num_rois; ++k) {
+      ComputeRoITaps(rois_data + k * 5, height, width, g, &roi);
+      T* image = grad_pixel_data + roi.bins.batch * height * width * channels;
+      const T count = roi.bins.count;
+      for (int64_t b = 0; b < num_bins; ++b) {
+        const T* __restrict grad = grad_data + (k * num_bins + b) * channels;
+        for (int64_t t = roi.bin_begin[b]; t < roi.bin_begin[b + 1]; ++t) {
+          const BilinearTaps<T>& tap = roi.taps[t];
+          for (int i = 0; i < 4; ++i) {
+            T* __restrict pixel = image + tap.offset[i] * channels;
+            const T weight = tap.weight[i];
+            for (int64_t c = begin; c < end; ++c) pixel[c] += grad[c] * weight / count;
+          }
+        }
+      }
+    }
+  });
+  return grad_pixels.permute({0, 3, 1, 2}).contiguous();
+}
+
 // Parallel over channels, not RoIs: RoIs overlap in the input gradient, channels never do, so
 // threads need neither locks nor atomics and the sums keep one order (deterministic results).
 template <typename T>
@@ -158,6 +209,9 @@ at::Tensor BackwardCpu(const at::Tensor& grad_output, const at::Tensor& rois,
   const int64_t height = input_sizes[2];
   const int64_t width = input_sizes[3];
   const int64_t num_bins = g.output_height * g.output_width;
+  if (UseChannelsLast(input_sizes, rois.size(0), num_bins)) {
+    return BackwardCpuChannelsLast<T>(grad_output, rois, input_sizes, g);
+  }
   at::Tensor grad_input = at::zeros(input_sizes, grad_output.options());
   const T* grad_output_data = grad_output.data_ptr<T>();
   const T* rois_data = rois.data_ptr<T>();
