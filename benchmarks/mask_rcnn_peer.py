@@ -4,8 +4,12 @@ batch of synthetic images with instance targets for //models/mask_rcnn:mask_rcnn
 times the same work: training steps (forward, backward, SGD step) and inference (detections and
 masks pasted at the image size). Run by benchmarks/mask_rcnn_step.sh. The images enter
 normalised and padded, bypassing GeneralizedRCNNTransform, as they enter our model from the
-data pipeline."""
+data pipeline. --profile_dir: after the timed training steps, --profile_steps more (forward and
+backward, no optimizer step) run under torch.profiler and are written as
+<profile_dir>/train_profile.json, as mask_rcnn_benchmark --profile_dir does (benchmarks/op_table.py
+compares the two)."""
 import argparse
+import os
 import statistics
 import time
 
@@ -59,6 +63,10 @@ def main():
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--write", default="")
+    p.add_argument("--profile_dir", default="",
+                   help="non-empty: --profile_steps more training steps (forward, backward) under "
+                   "torch.profiler, written as <dir>/train_profile.json")
+    p.add_argument("--profile_steps", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     model = build()
@@ -77,12 +85,16 @@ def main():
     optimizer = torch.optim.SGD(params, lr=1e-4, momentum=0.9, weight_decay=1e-4)
     model.train()
     times, forward, backward, update = [], [], [], []
-    for step in range(args.steps + 1):
-        start = time.perf_counter()
+
+    def losses():
         features = model.backbone(images)
         proposals, rpn_losses = model.rpn(image_list, features, targets)
         _, roi_losses = model.roi_heads(features, proposals, sizes, targets)
-        loss = sum({**rpn_losses, **roi_losses}.values())
+        return sum({**rpn_losses, **roi_losses}.values())
+
+    for step in range(args.steps + 1):
+        start = time.perf_counter()
+        loss = losses()
         forward_done = time.perf_counter()
         optimizer.zero_grad()
         loss.backward()
@@ -97,6 +109,16 @@ def main():
     m = statistics.median
     print(f"train step {m(times):.3f} s (forward {m(forward):.3f}, backward {m(backward):.3f}, "
           f"optimizer {m(update):.3f})")
+    if args.profile_dir:
+        if not os.path.isdir(args.profile_dir):
+            raise SystemExit(f"--profile_dir={args.profile_dir}: not a directory; create it first")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                    record_shapes=True) as prof:
+            for _ in range(args.profile_steps):
+                loss = losses()
+                optimizer.zero_grad()
+                loss.backward()
+        prof.export_chrome_trace(os.path.join(args.profile_dir, "train_profile.json"))
     model.eval()
     times = []
     with torch.no_grad():

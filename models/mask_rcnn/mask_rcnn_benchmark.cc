@@ -1,15 +1,23 @@
 // Our Mask R-CNN R50-FPN on the weights and batch that benchmarks/mask_rcnn_peer.py writes,
 // timing the same work as the peer: training steps (forward, backward, SGD step) and inference
 // (detections with masks pasted at the image size, as Predict does). Run by
-// benchmarks/mask_rcnn_step.sh, which prints the two side by side.
+// benchmarks/mask_rcnn_step.sh, which prints the two side by side. --profile_dir: after the
+// timed steps, --profile_steps more training steps (forward and backward, no optimizer step) run
+// under LibTorch's Kineto profiler and are written as <profile_dir>/train_profile.json in
+// torch.profiler's Chrome trace format (benchmarks/op_table.py compares it with the peer's).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +30,12 @@
 ABSL_FLAG(std::string, dir, "", "Directory with the peer's weights.pt and case.pt.");
 ABSL_FLAG(int, steps, 3, "Timed steps (after one warm-up step).");
 ABSL_FLAG(int, threads, 1, "Intra-op threads.");
+ABSL_FLAG(std::string, profile_dir, "",
+          "Non-empty: after the timed training steps, --profile_steps more (forward and backward, "
+          "no optimizer step) run under the Kineto profiler with input shapes, written as "
+          "<profile_dir>/train_profile.json (torch.profiler's Chrome trace format; "
+          "benchmarks/op_table.py compares two of them).");
+ABSL_FLAG(int, profile_steps, 2, "With --profile_dir: the number of profiled training steps.");
 
 namespace vision::models::mask_rcnn {
 namespace {
@@ -29,6 +43,26 @@ namespace {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Runs `step` `steps` times under the Kineto profiler (CPU operators with their input shapes)
+// and writes the result to `path` in torch.profiler's Chrome trace format.
+bool ProfileSteps(int steps, const std::function<void()>& step, const std::string& path) {
+  namespace profiler = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
+                                                     /*report_input_shapes=*/true);
+  const std::set<ActivityType> activities = {ActivityType::CPU};
+  profiler::prepareProfiler(config, activities);
+  profiler::enableProfiler(config, activities);
+  for (int i = 0; i < steps; ++i) step();
+  std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
+  if (result == nullptr) {
+    std::fprintf(stderr, "--profile_dir: the profiler returned no result\n");
+    return false;
+  }
+  result->save(path);
+  return true;
 }
 
 int Run() {
@@ -95,6 +129,26 @@ int Run() {
   }
   std::printf("train step %.3f s (forward %.3f, backward %.3f, optimizer %.3f)\n", Median(times),
               Median(forward), Median(backward), Median(update));
+  if (const std::string profile_dir = absl::GetFlag(FLAGS_profile_dir); !profile_dir.empty()) {
+    const std::string path = profile_dir + "/train_profile.json";
+    if (!std::filesystem::is_directory(profile_dir)) {
+      std::fprintf(stderr, "--profile_dir=%s: not a directory; create it first\n",
+                   profile_dir.c_str());
+      return 1;
+    }
+    const bool ok = ProfileSteps(
+        absl::GetFlag(FLAGS_profile_steps),
+        [&] {
+          at::Tensor loss = at::zeros({});
+          for (const auto& [name, value] : model.LossesFor(images, sizes, targets)) {
+            loss = loss + value;
+          }
+          optimizer.zero_grad();
+          loss.backward();
+        },
+        path);
+    if (!ok) return 1;
+  }
 
   model.eval();
   core::Batch eval_batch;

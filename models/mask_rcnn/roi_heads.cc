@@ -196,8 +196,10 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
       features, rois, image_sizes,
       ops::MultiScaleRoIAlignOptions(options_.box_roi_size(), options_.box_roi_size())
           .sampling_ratio(options_.sampling_ratio()));
-  at::Tensor x = at::relu(fc6->forward(box_features.flatten(1)));
-  x = at::relu(fc7->forward(x));
+  // ReLUs in place: no layer's backward reads its output (torchvision's mask head and predictor
+  // are in place too), so out-of-place copies would only cost memory and time.
+  at::Tensor x = fc6->forward(box_features.flatten(1)).relu_();
+  x = fc7->forward(x).relu_();
   const at::Tensor class_logits = cls_score->forward(x);
   const at::Tensor box_regression = bbox_pred->forward(x);
 
@@ -207,8 +209,8 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
         features, mask_rois, image_sizes,
         ops::MultiScaleRoIAlignOptions(options_.mask_roi_size(), options_.mask_roi_size())
             .sampling_ratio(options_.sampling_ratio()));
-    for (auto& conv : mask_fcn) m = at::relu(conv->forward(m));
-    return mask_fcn_logits->forward(at::relu(conv5_mask->forward(m)));
+    for (auto& conv : mask_fcn) m = conv->forward(m).relu_();
+    return mask_fcn_logits->forward(conv5_mask->forward(m).relu_());
   };
 
   RoiHeadsOutput output;

@@ -49,7 +49,9 @@ std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> RpnHeadImpl::forward
   objectness.reserve(features.size());
   deltas.reserve(features.size());
   for (const at::Tensor& feature : features) {
-    const at::Tensor t = at::relu(conv->forward(feature));
+    // In place, as torchvision's RPNHead (Conv2dNormActivation's ReLU(inplace=True)): the
+    // convolution's backward does not read its output, and a fresh map per level is not needed.
+    const at::Tensor t = conv->forward(feature).relu_();
     objectness.push_back(cls_logits->forward(t));
     deltas.push_back(bbox_pred->forward(t));
   }

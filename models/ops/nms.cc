@@ -11,7 +11,11 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
+#include <ATen/ops/nonzero.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/unique_consecutive.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include "models/ops/nms_threshold.h"
@@ -29,6 +33,12 @@ namespace {
 // sweeps from 3*10^4 boxes on made NMS of 5*10^4 boxes slower on 2 threads; of 2*10^5 boxes, 25%
 // faster).
 constexpr int64_t kSweepGrain = 1 << 17;
+
+// torchvision's batched_nms runs one Nms per category instead of the coordinate-offset trick when
+// boxes.numel() exceeds this (4000 on CPU, 100000 on other devices): the per-category sweeps skip
+// the pairs of different categories that the trick compares in vain (the RPN's ~7000 boxes per
+// image in 5 levels: about a quarter of the pairs).
+int64_t PerCategoryAbove(const at::Tensor& boxes) { return boxes.is_cpu() ? 4000 : 100000; }
 
 at::Tensor ComputableType(const at::Tensor& t) {
   const bool reduced = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
@@ -103,6 +113,8 @@ at::Tensor NmsCpu(const at::Tensor& boxes, const at::Tensor& scores, double iou_
 
 // Nms of validated, non-empty boxes and scores of a computable type.
 at::Tensor NmsChecked(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold) {
+  // A profiler range (Kineto, torch.profiler) named as torchvision's operator.
+  RECORD_FUNCTION("vision::nms", std::vector<c10::IValue>({boxes, scores}));
 #ifdef VISION_WITH_CUDA
   if (boxes.is_cuda()) return NmsCuda(boxes.contiguous(), scores, iou_threshold);
 #endif
@@ -137,6 +149,31 @@ at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const a
               " but idxs on ", idxs.device());
   if (boxes.numel() == 0) return NoBoxes(boxes);
   const at::Tensor computable = ComputableType(boxes);
+  if (boxes.numel() > PerCategoryAbove(boxes)) {
+    // torchvision's _batched_nms_vanilla: Nms of each category's boxes (in input order), the
+    // survivors of all categories ranked by score; equal scores keep their input order.
+    RECORD_FUNCTION("vision::batched_nms_per_category", std::vector<c10::IValue>({boxes}));
+    const at::Tensor computable_scores = ComputableType(scores);
+    const auto [sorted_idxs, by_category] =
+        idxs.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
+    const at::Tensor counts =
+        std::get<2>(at::unique_consecutive(sorted_idxs, /*return_inverse=*/false,
+                                           /*return_counts=*/true))
+            .cpu();
+    at::Tensor kept = at::zeros({boxes.size(0)}, boxes.options().dtype(at::kBool));
+    int64_t offset = 0;
+    for (const int64_t count : c10::ArrayRef<int64_t>(counts.data_ptr<int64_t>(), counts.numel())) {
+      const at::Tensor members = by_category.slice(0, offset, offset + count);
+      const at::Tensor keep = NmsChecked(computable.index_select(0, members),
+                                         computable_scores.index_select(0, members), iou_threshold);
+      kept.index_fill_(0, members.index_select(0, keep), true);
+      offset += count;
+    }
+    const at::Tensor survivors = at::nonzero(kept).select(1, 0);
+    const at::Tensor rank = std::get<1>(computable_scores.index_select(0, survivors)
+                                            .sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+    return survivors.index_select(0, rank);
+  }
   // torchvision's expression, so the shifted coordinates round exactly as there.
   const at::Tensor offsets = idxs.to(computable.scalar_type()) * (computable.max() + 1);
   return NmsChecked(computable + offsets.unsqueeze(1), ComputableType(scores), iou_threshold);

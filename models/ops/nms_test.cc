@@ -1,10 +1,12 @@
 #include "models/ops/nms.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -41,6 +43,42 @@ TEST(NmsTest, BatchedMatchesTorchvision) {
                                        t.at("iou_threshold").item<double>());
     EXPECT_EQ(ToVector(keep), ToVector(t.at("keep")));
   }
+}
+
+// Above 4000 coordinates (1000 boxes) torchvision runs one nms per category.
+TEST(NmsTest, BatchedPerCategoryMatchesTorchvision) {
+  for (const auto& [name, t] :
+       LoadGoldenCases("batched_nms_large", "models/ops/testdata/batched_nms_large_golden.pth")) {
+    SCOPED_TRACE(name);
+    ASSERT_GT(t.at("boxes").numel(), 4000);
+    const at::Tensor keep = BatchedNms(t.at("boxes"), t.at("scores"), t.at("idxs"),
+                                       t.at("iou_threshold").item<double>());
+    EXPECT_EQ(ToVector(keep), ToVector(t.at("keep")));
+  }
+}
+
+// The per-category path on interleaved categories and tied scores: each category's Nms, the
+// survivors ranked by score with ties in input order.
+TEST(NmsTest, BatchedPerCategoryRanksTiesInInputOrder) {
+  at::manual_seed(3);
+  const int64_t n = 3000;
+  const at::Tensor xy = at::rand({n, 2}) * 300;
+  const at::Tensor boxes = at::cat({xy, xy + 10 + at::rand({n, 2}) * 40}, 1);
+  const at::Tensor scores = at::randint(0, 20, {n}).to(at::kFloat);
+  const at::Tensor idxs = at::randint(0, 7, {n}, at::kLong);
+  at::Tensor kept = at::zeros({n}, at::kBool);
+  for (int64_t c = 0; c < 7; ++c) {
+    const at::Tensor members = at::nonzero(idxs == c).select(1, 0);
+    const at::Tensor keep =
+        Nms(boxes.index_select(0, members), scores.index_select(0, members), 0.5);
+    kept.index_fill_(0, members.index_select(0, keep), true);
+  }
+  std::vector<int64_t> expected = ToVector(at::nonzero(kept).select(1, 0));
+  const auto score = [&](int64_t i) { return scores[i].item<float>(); };
+  std::stable_sort(expected.begin(), expected.end(),
+                   [&](int64_t a, int64_t b) { return score(a) > score(b); });
+  EXPECT_EQ(ToVector(BatchedNms(boxes, scores, idxs, 0.5)), expected);
+  EXPECT_LT(expected.size(), static_cast<size_t>(n));  // something was suppressed
 }
 
 // A: [0, 10]^2. B: shifted by 1 (IoU 81 / 119 = 0.68). C: A's top half (IoU exactly 0.5).
