@@ -287,43 +287,6 @@ TEST(ImageIoTest, JpegExifOrientationIsAppliedAsImdecodeDoes) {
       cv::Size(64, 96));
 }
 
-// A header with huge dimensions over a few KB of data: refused before anything is allocated
-// (fuzzing found a 453-byte progressive file claiming 17732 x 17492 pixels that took seconds and
-// a GB to decode: testdata/fuzz/image_decode/regression_progressive_*_timeout.jpg).
-TEST(ImageIoTest, JpegDimensionsBeyondItsDataAreAnError) {
-  const auto with_size = [](int width, int height) {
-    std::vector<uchar> bytes = Encode(".jpg");
-    for (size_t i = 2; i + 8 < bytes.size();) {
-      if (bytes[i + 1] == 0xC0) {  // SOF0: length, precision, height, width
-        bytes[i + 5] = static_cast<uchar>(height >> 8);
-        bytes[i + 6] = static_cast<uchar>(height & 0xFF);
-        bytes[i + 7] = static_cast<uchar>(width >> 8);
-        bytes[i + 8] = static_cast<uchar>(width & 0xFF);
-        return bytes;
-      }
-      i += 2 + (size_t{bytes[i + 2]} << 8 | bytes[i + 3]);
-    }
-    ADD_FAILURE() << "no SOF0";
-    return bytes;
-  };
-  const std::vector<uchar> tall = with_size(30000, 30000);
-  const absl::Status status =
-      DecodeImage(absl::string_view(reinterpret_cast<const char*>(tall.data()), tall.size()))
-          .status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(status.message(),
-              HasSubstr("the JPEG file is corrupt: its header says 30000 x 30000 pixels (21093750 "
-                        "blocks of 8 x 8), more than its " +
-                        std::to_string(tall.size()) + " bytes can hold"));
-  // The bound by the file's bits comes before the pixel limit: such a file is damaged, not large.
-  const std::vector<uchar> huge = with_size(65000, 65000);
-  EXPECT_THAT(
-      DecodeImage(absl::string_view(reinterpret_cast<const char*>(huge.data()), huge.size()))
-          .status()
-          .message(),
-      HasSubstr("the JPEG file is corrupt: its header says 65000 x 65000 pixels"));
-}
-
 // Sets the frame header's (any SOFn) height and width.
 std::vector<uchar> WithFrameSize(std::vector<uchar> bytes, int width, int height) {
   for (size_t i = 2; i + 8 < bytes.size();) {
@@ -339,6 +302,28 @@ std::vector<uchar> WithFrameSize(std::vector<uchar> bytes, int width, int height
   }
   ADD_FAILURE() << "no frame header";
   return bytes;
+}
+
+// A header with huge dimensions over a few KB of data: refused before anything is allocated
+// (fuzzing found a 453-byte progressive file claiming 17732 x 17492 pixels that took seconds and
+// a GB to decode: testdata/fuzz/image_decode/regression_progressive_*_timeout.jpg).
+TEST(ImageIoTest, JpegDimensionsBeyondItsDataAreAnError) {
+  const std::vector<uchar> tall = WithFrameSize(Encode(".jpg"), 30000, 30000);
+  const absl::Status status =
+      DecodeImage(absl::string_view(reinterpret_cast<const char*>(tall.data()), tall.size()))
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(),
+              HasSubstr("the JPEG file is corrupt: its header says 30000 x 30000 pixels (21093750 "
+                        "blocks of 8 x 8), more than its " +
+                        std::to_string(tall.size()) + " bytes can hold"));
+  // The bound by the file's bits comes before the pixel limit: such a file is damaged, not large.
+  const std::vector<uchar> huge = WithFrameSize(Encode(".jpg"), 65000, 65000);
+  EXPECT_THAT(
+      DecodeImage(absl::string_view(reinterpret_cast<const char*>(huge.data()), huge.size()))
+          .status()
+          .message(),
+      HasSubstr("the JPEG file is corrupt: its header says 65000 x 65000 pixels"));
 }
 
 absl::StatusOr<cv::Mat> Decode(const std::vector<uchar>& bytes, int flags = cv::IMREAD_COLOR) {

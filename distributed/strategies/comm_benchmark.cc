@@ -21,7 +21,6 @@
 #include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
 #include <sys/resource.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -36,7 +35,6 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
-#include <set>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <vector>
@@ -46,6 +44,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/profile_steps.h"
 #include "core/trace.h"
 #include "distributed/process_group/multiprocess_testing.h"
 #include "distributed/process_group/process_group.h"
@@ -275,26 +274,6 @@ int64_t ProcessPageFaults() {
   return usage.ru_minflt + usage.ru_majflt;
 }
 
-// Runs `steps` steps under the Kineto profiler (CPU operators with their input shapes) and
-// writes the result to `path` in torch.profiler's Chrome trace format.
-absl::Status ProfileSteps(int steps, const std::function<absl::Status()>& step,
-                          const std::string& path) {
-  namespace profiler = torch::autograd::profiler;
-  using torch::profiler::impl::ActivityType;
-  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
-                                                     /*report_input_shapes=*/true);
-  const std::set<ActivityType> activities = {ActivityType::CPU};
-  profiler::prepareProfiler(config, activities);
-  profiler::enableProfiler(config, activities);
-  absl::Status status;
-  for (int i = 0; i < steps && status.ok(); ++i) status = step();
-  std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
-  if (!status.ok()) return status;
-  if (result == nullptr) return absl::InternalError("the profiler returned no result");
-  result->save(path);
-  return absl::OkStatus();
-}
-
 absl::Status TimeCollectives(std::vector<at::Tensor>& buffers,
                              const c10::intrusive_ptr<c10d::ProcessGroup>& group, int rank,
                              int world) {
@@ -465,7 +444,7 @@ absl::Status TrainRank(const std::string& name, int rank, int world, const c10::
     }
   }
   if (const std::string dir = absl::GetFlag(FLAGS_profile_dir); !dir.empty()) {
-    const absl::Status status = ProfileSteps(
+    const absl::Status status = core::ProfileSteps(
         absl::GetFlag(FLAGS_profile_steps), [&] { return train_step(false); },
         absl::StrCat(dir, "/", name, "_world", world, "_profile_rank", rank, ".json"));
     Synchronize(device);

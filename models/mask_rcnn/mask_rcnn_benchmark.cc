@@ -7,7 +7,6 @@
 // torch.profiler's Chrome trace format (benchmarks/op_table.py compares it with the peer's).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
@@ -17,13 +16,13 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "core/batch.h"
+#include "core/profile_steps.h"
 #include "models/backbones/torchvision_import.h"
 #include "models/mask_rcnn/mask_rcnn.h"
 
@@ -43,26 +42,6 @@ namespace {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-// Runs `step` `steps` times under the Kineto profiler (CPU operators with their input shapes)
-// and writes the result to `path` in torch.profiler's Chrome trace format.
-bool ProfileSteps(int steps, const std::function<void()>& step, const std::string& path) {
-  namespace profiler = torch::autograd::profiler;
-  using torch::profiler::impl::ActivityType;
-  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
-                                                     /*report_input_shapes=*/true);
-  const std::set<ActivityType> activities = {ActivityType::CPU};
-  profiler::prepareProfiler(config, activities);
-  profiler::enableProfiler(config, activities);
-  for (int i = 0; i < steps; ++i) step();
-  std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
-  if (result == nullptr) {
-    std::fprintf(stderr, "--profile_dir: the profiler returned no result\n");
-    return false;
-  }
-  result->save(path);
-  return true;
 }
 
 int Run() {
@@ -136,7 +115,7 @@ int Run() {
                    profile_dir.c_str());
       return 1;
     }
-    const bool ok = ProfileSteps(
+    const absl::Status status = core::ProfileSteps(
         absl::GetFlag(FLAGS_profile_steps),
         [&] {
           at::Tensor loss = at::zeros({});
@@ -145,9 +124,13 @@ int Run() {
           }
           optimizer.zero_grad();
           loss.backward();
+          return absl::OkStatus();
         },
         path);
-    if (!ok) return 1;
+    if (!status.ok()) {
+      std::fprintf(stderr, "--profile_dir: %s\n", std::string(status.message()).c_str());
+      return 1;
+    }
   }
 
   model.eval();
