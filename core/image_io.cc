@@ -153,6 +153,13 @@ uint32_t LittleEndian16(const unsigned char* p) { return (uint32_t{p[1]} << 8) |
 uint32_t LittleEndian32(const unsigned char* p) {
   return (uint32_t{p[3]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[1]} << 8) | p[0];
 }
+// TIFF structures (a TIFF file's directories, an EXIF block's) in either byte order.
+uint32_t ReadTiff16(const unsigned char* p, bool little_endian) {
+  return little_endian ? LittleEndian16(p) : BigEndian16(p);
+}
+uint32_t ReadTiff32(const unsigned char* p, bool little_endian) {
+  return little_endian ? LittleEndian32(p) : BigEndian32(p);
+}
 
 // After CheckPng: IHDR is the first chunk; a short one is left to libpng, which refuses it.
 absl::Status PngPixelLimit(const unsigned char* data, size_t size, absl::string_view what) {
@@ -185,12 +192,8 @@ absl::Status BmpPixelLimit(const unsigned char* data, size_t size, absl::string_
 // does this check (where a tag occurs twice, the larger value counts).
 absl::Status TiffPixelLimit(const unsigned char* data, size_t size, absl::string_view what) {
   const bool little = data[0] == 'I';
-  const auto u16 = [&](size_t at) {
-    return little ? LittleEndian16(data + at) : BigEndian16(data + at);
-  };
-  const auto u32 = [&](size_t at) {
-    return little ? LittleEndian32(data + at) : BigEndian32(data + at);
-  };
+  const auto u16 = [&](size_t at) { return ReadTiff16(data + at, little); };
+  const auto u32 = [&](size_t at) { return ReadTiff32(data + at, little); };
   const auto corrupt = [&](absl::string_view why, size_t at) { return Corrupt("TIFF", why, at); };
   if (size < 8) return Truncated("TIFF", size, "inside its header");
   const uint64_t ifd = u32(4);
@@ -378,13 +381,6 @@ struct JpegDecode {
   uint64_t buffer_coefficients = 0;
 };
 
-uint32_t ReadExif16(const unsigned char* p, bool little_endian) {
-  return little_endian ? LittleEndian16(p) : BigEndian16(p);
-}
-uint32_t ReadExif32(const unsigned char* p, bool little_endian) {
-  return little_endian ? LittleEndian32(p) : BigEndian32(p);
-}
-
 // Whether an APP1 segment's data (after its length) certainly gives OpenCV orientation 1 (top
 // left, nothing to do). OpenCV reads the TIFF header 6 bytes in ("Exif\0\0"), IFD0's entries,
 // and the SHORT value of tag 0x0112. Conservative: a segment without the tag's two bytes in
@@ -408,17 +404,17 @@ bool ExifOrientationIsOne(const unsigned char* data, size_t size) {
   } else {
     return false;
   }
-  const uint64_t ifd = ReadExif32(tiff + 4, little_endian);
+  const uint64_t ifd = ReadTiff32(tiff + 4, little_endian);
   if (ifd + 2 > tiff_size) return false;
-  const uint64_t entries = ReadExif16(tiff + ifd, little_endian);
+  const uint64_t entries = ReadTiff16(tiff + ifd, little_endian);
   if (ifd + 2 + 12 * entries > tiff_size) return false;
   int found = 0;
   bool one = false;
   for (uint64_t e = 0; e < entries; ++e) {
     const unsigned char* entry = tiff + ifd + 2 + 12 * e;
-    if (ReadExif16(entry, little_endian) != 0x0112) continue;
+    if (ReadTiff16(entry, little_endian) != 0x0112) continue;
     ++found;
-    one = ReadExif16(entry + 2, little_endian) == 3 && ReadExif16(entry + 8, little_endian) == 1;
+    one = ReadTiff16(entry + 2, little_endian) == 3 && ReadTiff16(entry + 8, little_endian) == 1;
   }
   return found == 1 && one;
 }

@@ -1830,29 +1830,34 @@ absl::Status WriteCocoCache(const CocoIndexArrays& arrays, const CocoSourceKey& 
   };
   static const char kZeros[8] = {};
   uint64_t written = 0;
+  // The checksum of the file's bytes as they are written (the header's checksum field still
+  // 0), in whole 8-byte words as CocoCacheChecksum reads them: each piece's last partial word
+  // is hashed together with its zero padding.
+  WideHasher hasher;
   auto write_padded = [&](const void* data, uint64_t bytes) {
     if (!WriteAll(fd.get(), data, bytes)) return false;
     written += bytes;
     const uint64_t pad = Align8(written) - written;
     if (pad > 0 && !WriteAll(fd.get(), kZeros, pad)) return false;
     written += pad;
+    const uint64_t whole = bytes / 8 * 8;
+    hasher.Update(static_cast<const char*>(data), whole);
+    if (whole < bytes) {
+      char last[8] = {};
+      std::memcpy(last, static_cast<const char*>(data) + whole, bytes - whole);
+      hasher.Update(last, 8);
+    }
     return true;
   };
   if (!write_padded(&header, sizeof(header))) return fail("write failed (disk full?)");
   for (const SectionData& section : sections) {
     if (!write_padded(section.data, section.bytes)) return fail("write failed (disk full?)");
   }
-  // The checksum of what the file holds, read back as MapCache reads it.
   if (written != header.file_size) {
     errno = EIO;
     return fail(absl::StrCat("wrote ", written, " bytes, expected ", header.file_size));
   }
-  absl::StatusOr<uint64_t> checksum = ChecksumOfFile(fd.get(), written);
-  if (!checksum.ok()) {
-    ::unlink(temporary.c_str());
-    return absl::DataLossError(absl::StrCat(temporary, ": ", checksum.status().message()));
-  }
-  header.checksum = *checksum;
+  header.checksum = hasher.Finish();
   if (::pwrite(fd.get(), &header.checksum, sizeof(header.checksum),
                offsetof(CacheHeader, checksum)) != static_cast<ssize_t>(sizeof(header.checksum))) {
     return fail("write failed (disk full?)");
