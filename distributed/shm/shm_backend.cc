@@ -171,7 +171,7 @@ class ShmBackend : public c10d::Backend {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.emplace_back(tensors[0], work);
+      queue_.push_back({tensors[0], opts.reduceOp == c10d::ReduceOp::AVG, work});
     }
     wake_.notify_one();
     return work;
@@ -267,16 +267,20 @@ class ShmBackend : public c10d::Backend {
     return type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kBFloat16;
   }
 
+  // SUM, and AVG (which Gloo does not have): the sum divided by the world size in the same
+  // pass, while the reduced share is still in cache, instead of a pass over the whole tensor
+  // before or after.
   bool Eligible(const std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) const {
-    if (tensors.size() != 1 || opts.reduceOp != c10d::ReduceOp::SUM) return false;
+    const bool average = opts.reduceOp == c10d::ReduceOp::AVG;
+    if (tensors.size() != 1 || (opts.reduceOp != c10d::ReduceOp::SUM && !average)) return false;
     const at::Tensor& t = tensors[0];
     if (!t.defined() || !t.device().is_cpu() || t.layout() != at::kStrided || !t.is_contiguous() ||
         !IsSummable(t.scalar_type())) {
       return false;
     }
-    // With one rank per node only half and bfloat16 need this backend (summed in float);
-    // Gloo takes the rest directly.
-    return local_world_size_ > 1 || t.scalar_type() == at::kHalf ||
+    // With one rank per node only half and bfloat16 sums need this backend (summed in float);
+    // Gloo takes the other sums directly.
+    return local_world_size_ > 1 || average || t.scalar_type() == at::kHalf ||
            t.scalar_type() == at::kBFloat16;
   }
 
@@ -437,7 +441,7 @@ class ShmBackend : public c10d::Backend {
   void Loop() {
     at::NoGradGuard no_grad;
     while (true) {
-      std::pair<at::Tensor, c10::intrusive_ptr<ShmWork>> item;
+      Item item;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
@@ -446,28 +450,32 @@ class ShmBackend : public c10d::Backend {
         queue_.pop_front();
       }
       std::exception_ptr error;
+      average_ = item.average;
       if (!failure_.empty()) {
         error = std::make_exception_ptr(std::runtime_error(absl::StrCat(
             "shm all-reduce on ", Where(), " refused: an earlier one failed: ", failure_)));
       } else {
         try {
-          AllReduce(item.first);
+          AllReduce(item.tensor);
         } catch (const std::exception& e) {
           failure_ = e.what();
           error = std::current_exception();
         }
       }
-      item.second->Finish(error);
+      item.work->Finish(error);
     }
   }
 
   void AllReduce(const at::Tensor& tensor) {
     if (local_world_size_ == 1) {
-      // One rank per node: sum half and bfloat16 in float through Gloo.
-      at::Tensor wide = tensor.to(at::kFloat);
+      // One rank per node: sum through Gloo (half and bfloat16 in float), then average.
+      const bool narrow =
+          tensor.scalar_type() == at::kHalf || tensor.scalar_type() == at::kBFloat16;
+      at::Tensor wide = narrow ? tensor.to(at::kFloat) : tensor;
       std::vector<at::Tensor> one = {wide};
       gloo_->allreduce(one)->wait();
-      tensor.copy_(wide);
+      if (average_) wide.div_(getSize());
+      if (narrow) tensor.copy_(wide);
       return;
     }
     // Chunk c lives in slot set c % kSets. One barrier per chunk: the barrier after chunk c's
@@ -506,7 +514,7 @@ class ShmBackend : public c10d::Backend {
   }
 
   // Sums elements [begin, end) of every local rank's slot into slot 0, in local-rank order,
-  // then across nodes.
+  // then across nodes; for AVG divides the sum by the world size.
   void ReduceShare(int set, at::ScalarType type, int64_t begin, int64_t end) {
     const int64_t element = c10::elementSize(type);
     auto slot = [&](int r) {
@@ -520,6 +528,7 @@ class ShmBackend : public c10d::Backend {
         std::vector<at::Tensor> one = {out};
         cross_->allreduce(one)->wait();
       }
+      if (average_) out.div_(getSize());
       return;
     }
     at::Tensor sum = out.to(at::kFloat);
@@ -528,6 +537,7 @@ class ShmBackend : public c10d::Backend {
       std::vector<at::Tensor> one = {sum};
       cross_->allreduce(one)->wait();
     }
+    if (average_) sum.div_(getSize());
     out.copy_(sum);
   }
 
@@ -588,12 +598,18 @@ class ShmBackend : public c10d::Backend {
 
   // Used by the worker thread only.
   uint32_t sequence_ = 0;
-  uint64_t round_ = 0;  // Chunks reduced so far.
+  uint64_t round_ = 0;    // Chunks reduced so far.
+  bool average_ = false;  // The current all-reduce is an AVG.
   std::string failure_;
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::pair<at::Tensor, c10::intrusive_ptr<ShmWork>>> queue_;
+  struct Item {
+    at::Tensor tensor;
+    bool average = false;
+    c10::intrusive_ptr<ShmWork> work;
+  };
+  std::deque<Item> queue_;
   bool stop_ = false;
   std::thread worker_;
 };

@@ -1,6 +1,7 @@
-// A c10d Backend for CPU tensors whose sum all-reduce of float, double, half and bfloat16
-// tensors goes through a shared-memory segment among the ranks of one host, and across hosts
-// through Gloo; every other collective is Gloo's.
+// A c10d Backend for CPU tensors whose sum and average all-reduce of float, double, half and
+// bfloat16 tensors goes through a shared-memory segment among the ranks of one host, and across
+// hosts through Gloo; every other collective is Gloo's. (Gloo has no average: here it is the
+// sum divided by the world size, in the same pass as the sum.)
 //
 // Within a node (local ranks 0..L-1 share a segment) each all-reduce is cut into chunks. Per
 // chunk every rank copies its data into its own slot, all meet at a barrier, each rank sums one

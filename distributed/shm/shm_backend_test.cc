@@ -67,6 +67,12 @@ absl::Status ExpectEqual(const at::Tensor& got, const at::Tensor& want, const st
 // Sizes around the 1 MiB chunk of two ranks and the 64-byte share alignment.
 const std::vector<int64_t> kSizes = {1, 17, 1000, (int64_t{1} << 20) / 4 + 3, 3'000'001};
 
+c10d::AllreduceOptions Average() {
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::AVG;
+  return options;
+}
+
 void ExpectAllOk(const std::vector<absl::Status>& statuses) {
   for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
 }
@@ -90,6 +96,18 @@ TEST(ShmBackendTest, TwoRanksAreBitIdenticalToGloo) {
         shm->allreduce(b)->wait();
         VISION_RETURN_IF_ERROR(
             ExpectEqual(b[0], a[0], absl::StrCat(c10::toString(type), " x ", numel)));
+      }
+    }
+    // AVG, which Gloo lacks: the same as Gloo's sum divided by the world size.
+    for (at::ScalarType type : {at::kFloat, at::kDouble}) {
+      for (int64_t numel : kSizes) {
+        std::vector<at::Tensor> a = {Input(rank, numel, type)};
+        std::vector<at::Tensor> b = {a[0].clone()};
+        gloo->allreduce(a)->wait();
+        a[0].div_(2);
+        shm->allreduce(b, Average())->wait();
+        VISION_RETURN_IF_ERROR(ExpectEqual(
+            b[0], a[0], absl::StrCat("average of ", c10::toString(type), " x ", numel)));
       }
     }
     // Gloo cannot sum bfloat16; the sum in float rounded once is the reference.
@@ -130,10 +148,13 @@ TEST_P(ShmLayoutTest, FourRanksSumInFixedOrder) {
           // Node sums rounded to the type only for float (half and bfloat16 stay in float).
           want = (in[0] + in[1]) + (in[2] + in[3]);
         }
-        want = want.to(type);
         const std::string what = absl::StrCat(c10::toString(type), " x ", numel);
-        VISION_RETURN_IF_ERROR(ExpectEqual(got[0], want, what));
-        VISION_RETURN_IF_ERROR(ExpectEqual(again[0], want, what + " (second in flight)"));
+        VISION_RETURN_IF_ERROR(ExpectEqual(got[0], want.to(type), what));
+        VISION_RETURN_IF_ERROR(ExpectEqual(again[0], want.to(type), what + " (second in flight)"));
+        // AVG: the same sum divided by 4 before rounding to the type.
+        std::vector<at::Tensor> average = {Input(rank, numel, type)};
+        group->allreduce(average, Average())->wait();
+        VISION_RETURN_IF_ERROR(ExpectEqual(average[0], (want / 4).to(type), "average of " + what));
       }
     }
     return absl::OkStatus();
@@ -145,6 +166,24 @@ INSTANTIATE_TEST_SUITE_P(OneAndTwoNodes, ShmLayoutTest, ::testing::Values(4, 2),
                            return info.param == 4 ? std::string("OneNode")
                                                   : std::string("TwoNodesOfTwo");
                          });
+
+// One rank per node: no segment, the sum goes through Gloo and the backend divides it.
+TEST(ShmBackendTest, OneRankPerNodeAveragesOverGloo) {
+  const int port = process_group::PickFreePort();
+  ExpectAllOk(RunRanks(2, absl::Seconds(60), [&](int rank) -> absl::Status {
+    at::set_num_threads(1);
+    VISION_ASSIGN_OR_RETURN(auto group, Group("shm", rank, 2, port, /*local_world_size=*/1));
+    for (at::ScalarType type : {at::kFloat, at::kHalf}) {
+      std::vector<at::Tensor> got = {Input(rank, 1001, type)};
+      group->allreduce(got, Average())->wait();
+      const at::Tensor want =
+          ((Input(0, 1001, type).to(at::kFloat) + Input(1, 1001, type).to(at::kFloat)) / 2)
+              .to(type);
+      VISION_RETURN_IF_ERROR(ExpectEqual(got[0], want, c10::toString(type)));
+    }
+    return absl::OkStatus();
+  }));
+}
 
 TEST(ShmBackendTest, OtherCollectivesGoThroughGloo) {
   const int port = process_group::PickFreePort();

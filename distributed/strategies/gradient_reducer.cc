@@ -71,6 +71,10 @@ absl::Status GradientReducer::Attach(const std::vector<at::Tensor>& params,
   group_ = std::move(group);
   gather_bfloat16_ =
       options_.compression == Compression::kBFloat16 && group_->getBackendName() == "gloo";
+  // A group's CUDA tensors go to NCCL when it has NCCL; its CPU tensors to shm when it is a shm
+  // group, else to Gloo.
+  average_on_cuda_wire_ = group_->getBackendName() == "nccl";
+  average_on_cpu_wire_ = group_->getBackendName() == "shm";
 
   // Reverse order: backward produces the last layers' gradients first, so their bucket fills
   // (and starts communicating) first. As DDP (compute_bucket_assignment_by_size), a bucket is
@@ -222,11 +226,17 @@ void GradientReducer::Launch(Bucket& bucket) {
   const bool tracing = core::trace::Enabled();
   const int64_t launch_us = tracing ? core::trace::NowUs() : 0;
   at::NoGradGuard no_grad;
-  // The gradients already sit in bucket.flat (BindGradients). Dividing before the collective
-  // keeps half-precision sums in range (as PyTorch's fp16_compress_hook does).
-  bucket.flat.div_(group_->getSize());
+  // The gradients already sit in bucket.flat (BindGradients). Uncompressed, on a backend with
+  // an average all-reduce (NCCL for CUDA, shm for CPU; not Gloo), the collective divides as it
+  // sums and the autograd thread makes no pass over the bucket. Otherwise the bucket is divided
+  // first: compressed buckets so that half-precision sums stay in range (as PyTorch's
+  // fp16_compress_hook does).
   const at::ScalarType wire_type = WireType(options_.compression, bucket.flat.scalar_type());
-  bucket.wire = wire_type == bucket.flat.scalar_type() ? bucket.flat : bucket.flat.to(wire_type);
+  const bool compressed = wire_type != bucket.flat.scalar_type();
+  const bool average_on_wire =
+      !compressed && (bucket.flat.is_cuda() ? average_on_cuda_wire_ : average_on_cpu_wire_);
+  if (!average_on_wire) bucket.flat.div_(group_->getSize());
+  bucket.wire = compressed ? bucket.flat.to(wire_type) : bucket.flat;
   std::vector<at::Tensor> tensors = {bucket.wire};
   if (gather_bfloat16_) {
     tensors[0] = bucket.wire.view(at::kByte);
@@ -236,7 +246,9 @@ void GradientReducer::Launch(Bucket& bucket) {
     }
     bucket.work = group_->allgather(bucket.gathered, tensors);
   } else {
-    bucket.work = group_->allreduce(tensors);
+    c10d::AllreduceOptions options;
+    options.reduceOp = average_on_wire ? c10d::ReduceOp::AVG : c10d::ReduceOp::SUM;
+    bucket.work = group_->allreduce(tensors, options);
   }
   if (tracing) TraceCollective(bucket, launch_us);
 }

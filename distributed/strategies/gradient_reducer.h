@@ -112,6 +112,10 @@ class GradientReducer {
   // on Gloo the compressed buckets are all-gathered as bytes instead. For two ranks that moves
   // as many bytes as a ring all-reduce; beyond that it moves more.
   bool gather_bfloat16_ = false;
+  // Whether the backend that all-reduces a bucket of that device can average (ReduceOp::AVG):
+  // then uncompressed buckets are not divided before the collective.
+  bool average_on_cuda_wire_ = false;
+  bool average_on_cpu_wire_ = false;
   std::vector<uintptr_t> hook_keys_;
 
   std::mutex mutex_;  // Hooks may run on autograd device threads.
