@@ -111,15 +111,31 @@ bool IsAlive(int fd, int local_rank) {
 
 std::string Errno(const char* call) { return absl::StrCat(call, ": ", std::strerror(errno)); }
 
+// Completes like Gloo's work: wait() returns, and its future (which callers such as the
+// gradient reducer's timeline attach callbacks to) completes with the tensors or the error.
 class ShmWork : public c10d::Work {
  public:
   explicit ShmWork(int rank, std::vector<at::Tensor> tensors)
-      : c10d::Work(rank, c10d::OpType::ALLREDUCE, "shm:all_reduce"), tensors_(std::move(tensors)) {}
-  void Finish(std::exception_ptr error) { finish(std::move(error)); }
+      : c10d::Work(rank, c10d::OpType::ALLREDUCE, "shm:all_reduce"),
+        tensors_(std::move(tensors)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {}
+  // The future's callbacks run before wait() returns (a timeline's all-reduce span then ends
+  // before the wait does).
+  void Finish(std::exception_ptr error) {
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(tensors_));
+    }
+    finish(std::move(error));
+  }
   std::vector<at::Tensor> result() override { return tensors_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
  private:
   std::vector<at::Tensor> tensors_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
 class ShmBackend : public c10d::Backend {
