@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DBNet end to end through the launcher: two processes, SyncBatchNorm, the bucketed strategy,
 # activation checkpointing, distributed evaluation, checkpoints and TensorBoard images, for a
-# few steps on the testdata ICDAR2015 sample; then the eval and infer tools on the result.
+# few steps on the testdata ICDAR2015 sample; then the eval and infer tools on the result; then
+# the training again over the shared-memory backend with the timeline on.
 set -euo pipefail
 config=testdata/configs/dbnet_smoke.pbtxt
 out="${TEST_TMPDIR}/dbnet"
@@ -30,4 +31,13 @@ tools/infer --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
   --images=testdata/icdar2015/ch4_training_images --output_dir="${TEST_TMPDIR}/infer"
 [[ $(ls "${TEST_TMPDIR}"/infer/res_img_*.txt | wc -l) -eq 3 ]]
 [[ $(ls "${TEST_TMPDIR}"/infer/img_*.png | wc -l) -eq 3 ]]
+# The same run over the shared-memory backend with the timeline on: every rank writes a trace.
+shm_out="${TEST_TMPDIR}/dbnet_shm"
+distributed/launch/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
+  --override="checkpoint { output_dir: \"${shm_out}\" } distributed { backend: SHM }
+              logging { trace { start_step: 1 num_steps: 2 } }" 2>&1 | tee "${TEST_TMPDIR}/shm.log"
+grep -q "\[rank 0\]: step 3/3" "${TEST_TMPDIR}/shm.log"
+for rank in 0 1; do
+  grep -q '"bucket 0 allreduce"' "${shm_out}/trace_rank${rank}.json"
+done
 echo "PASS"
