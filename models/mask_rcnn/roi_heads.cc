@@ -209,12 +209,28 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
         features, mask_rois, image_sizes,
         ops::MultiScaleRoIAlignOptions(options_.mask_roi_size(), options_.mask_roi_size())
             .sampling_ratio(options_.sampling_ratio()));
-    // CPU inference runs the head channels-last: oneDNN's convolutions then skip their reorders
-    // from and to NCHW, and the transposed convolution its copy back to NCHW (a third of the
-    // head's time for 100 detections per image). Training keeps NCHW (its backward differs).
-    if (!with_losses && m.device().is_cpu()) m = m.contiguous(at::MemoryFormat::ChannelsLast);
+    // On the CPU the head runs channels-last: oneDNN's convolutions (forward and backward) then
+    // skip their reorders from and to NCHW, and the transposed convolution its copy back to NCHW
+    // (a third of the head's time for 100 detections per image).
+    if (m.device().is_cpu()) m = m.contiguous(at::MemoryFormat::ChannelsLast);
     for (auto& conv : mask_fcn) m = conv->forward(m).relu_();
     return conv5_mask->forward(m).relu_();
+  };
+  // [R, M, M] logits of each RoI's class only: mask_fcn_logits (a 1x1 convolution) with that
+  // class's row of weights, a dot product over channels per pixel, instead of all num_classes
+  // maps of which the loss and the detections read one.
+  // A channels-last m is read as [R, H * W, C] rows, so that its gradient comes back
+  // channels-last like the ReLU output it meets in the backward.
+  const auto class_mask_logits = [&](const at::Tensor& m, const at::Tensor& label) {
+    const int64_t rows = m.size(0), channels = m.size(1);
+    const at::Tensor weight =
+        mask_fcn_logits->weight.view({num_classes, channels}).index_select(0, label);
+    const at::Tensor bias = mask_fcn_logits->bias.index_select(0, label).view({-1, 1, 1});
+    const at::Tensor logits =
+        m.is_contiguous() ? at::baddbmm(bias, weight.unsqueeze(1), m.flatten(2))
+                          : at::baddbmm(bias, m.permute({0, 2, 3, 1}).reshape({rows, -1, channels}),
+                                        weight.unsqueeze(2));
+    return logits.view({rows, m.size(2), m.size(3)});
   };
 
   RoiHeadsOutput output;
@@ -246,13 +262,12 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
         mask_targets.push_back(MaskTargets((*targets)[i].masks, mask_rois.back(),
                                            s.positive_matched, 2 * options_.mask_roi_size()));
       }
-      const at::Tensor mask_logits = mask_fcn_logits->forward(mask_features_of(mask_rois));
+      const at::Tensor mask_logits = class_mask_logits(mask_features_of(mask_rois), pos_labels);
       output.losses["loss_mask"] =
           pos_labels.numel() == 0
               // Keeps every mask parameter in the graph with a zero gradient.
               ? mask_logits.sum() * 0
-              : at::binary_cross_entropy_with_logits(PickPerRow(mask_logits, pos_labels),
-                                                     at::cat(mask_targets));
+              : at::binary_cross_entropy_with_logits(mask_logits, at::cat(mask_targets));
     }
     return output;
   }
@@ -292,18 +307,8 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
       labels.push_back(d.labels);
       counts.push_back(d.boxes.size(0));
     }
-    // Only each detection's own class: mask_fcn_logits (a 1x1 convolution) for that class's row
-    // of weights, a dot product over channels per pixel, instead of all num_classes maps.
-    const at::Tensor label = at::cat(labels);
-    const at::Tensor m = mask_features_of(mask_rois);
-    const int64_t channels = m.size(1);
-    const at::Tensor weight =
-        mask_fcn_logits->weight.view({num_classes, channels}).index_select(0, label);
-    const at::Tensor logits =
-        at::baddbmm(mask_fcn_logits->bias.index_select(0, label).view({-1, 1, 1}),
-                    weight.unsqueeze(1), m.flatten(2))
-            .view({m.size(0), m.size(2), m.size(3)});
-    const at::Tensor probs = logits.sigmoid().unsqueeze(1);
+    const at::Tensor probs =
+        class_mask_logits(mask_features_of(mask_rois), at::cat(labels)).sigmoid().unsqueeze(1);
     const std::vector<at::Tensor> per_image = probs.split_with_sizes(counts);
     for (size_t i = 0; i < num_images; ++i) output.detections[i].mask_probs = per_image[i];
   }
