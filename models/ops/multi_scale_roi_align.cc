@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -105,13 +104,9 @@ at::Tensor MultiScaleRoIAlign(const std::vector<at::Tensor>& features,
   const at::Tensor levels = target - k_min;
 
   const at::Tensor& first = features[0];
-  // Every RoI with a level gets its row below, so the result starts uninitialised (zeroing it
-  // cost as much as a small RoIAlign) unless some RoI has none.
-  const std::vector<int64_t> result_sizes = {rois.size(0), first.size(1), options.output_height(),
-                                             options.output_width()};
-  at::Tensor result = at::isnan(levels).any().item<bool>()
-                          ? at::zeros(result_sizes, first.options())
-                          : at::empty(result_sizes, first.options());
+  at::Tensor result =
+      at::zeros({rois.size(0), first.size(1), options.output_height(), options.output_width()},
+                first.options());
   for (size_t l = 0; l < features.size(); ++l) {
     // A level without boxes still takes part (an empty RoIAlign), so its features get a zero
     // gradient rather than none, as in torchvision.

@@ -77,7 +77,7 @@ TEST(MultiScaleRoIAlignTest, AssignsCanonicalLevels) {
 }
 
 // A box of negative area (x2 < x1 only) has a NaN level and matches none: its row is zeros, as
-// in torchvision (the result starts uninitialised only when every box has a level).
+// in torchvision.
 TEST(MultiScaleRoIAlignTest, BoxWithoutALevelGetsZeros) {
   at::manual_seed(6);
   std::vector<at::Tensor> features;
