@@ -218,19 +218,18 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
   };
   // [R, M, M] logits of each RoI's class only: mask_fcn_logits (a 1x1 convolution) with that
   // class's row of weights, a dot product over channels per pixel, instead of all num_classes
-  // maps of which the loss and the detections read one.
-  // A channels-last m is read as [R, H * W, C] rows, so that its gradient comes back
-  // channels-last like the ReLU output it meets in the backward.
+  // maps of which the loss and the detections read one. m is read as [R, H * W, C] rows (a view of
+  // the CPU's channels-last m), so that its gradient comes back channels-last like the ReLU
+  // output it meets in the backward.
   const auto class_mask_logits = [&](const at::Tensor& m, const at::Tensor& label) {
     const int64_t rows = m.size(0), channels = m.size(1);
     const at::Tensor weight =
         mask_fcn_logits->weight.view({num_classes, channels}).index_select(0, label);
     const at::Tensor bias = mask_fcn_logits->bias.index_select(0, label).view({-1, 1, 1});
-    const at::Tensor logits =
-        m.is_contiguous() ? at::baddbmm(bias, weight.unsqueeze(1), m.flatten(2))
-                          : at::baddbmm(bias, m.permute({0, 2, 3, 1}).reshape({rows, -1, channels}),
-                                        weight.unsqueeze(2));
-    return logits.view({rows, m.size(2), m.size(3)});
+    return at::baddbmm(bias,
+                       m.permute({0, 2, 3, 1}).reshape({rows, m.size(2) * m.size(3), channels}),
+                       weight.unsqueeze(2))
+        .view({rows, m.size(2), m.size(3)});
   };
 
   RoiHeadsOutput output;
