@@ -7,7 +7,8 @@ normalised and padded, bypassing GeneralizedRCNNTransform, as they enter our mod
 data pipeline. --profile_dir: after the timed training steps, --profile_steps more (forward and
 backward, no optimizer step) run under torch.profiler and are written as
 <profile_dir>/train_profile.json, as mask_rcnn_benchmark --profile_dir does (benchmarks/op_table.py
-compares the two)."""
+compares the two); with --profile=infer (or both), --profile_steps more inference batches after
+the timed ones, written as <profile_dir>/infer_profile.json."""
 import argparse
 import os
 import statistics
@@ -67,6 +68,8 @@ def main():
                    help="non-empty: --profile_steps more training steps (forward, backward) under "
                    "torch.profiler, written as <dir>/train_profile.json")
     p.add_argument("--profile_steps", type=int, default=2)
+    p.add_argument("--profile", choices=["train", "infer", "both"], default="train",
+                   help="with --profile_dir: profile training steps, inference batches or both")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     model = build()
@@ -109,9 +112,9 @@ def main():
     m = statistics.median
     print(f"train step {m(times):.3f} s (forward {m(forward):.3f}, backward {m(backward):.3f}, "
           f"optimizer {m(update):.3f})")
-    if args.profile_dir:
-        if not os.path.isdir(args.profile_dir):
-            raise SystemExit(f"--profile_dir={args.profile_dir}: not a directory; create it first")
+    if args.profile_dir and not os.path.isdir(args.profile_dir):
+        raise SystemExit(f"--profile_dir={args.profile_dir}: not a directory; create it first")
+    if args.profile_dir and args.profile != "infer":
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                     record_shapes=True) as prof:
             for _ in range(args.profile_steps):
@@ -121,18 +124,28 @@ def main():
         prof.export_chrome_trace(os.path.join(args.profile_dir, "train_profile.json"))
     model.eval()
     times = []
+
+    def infer():
+        features = model.backbone(images)
+        proposals, _ = model.rpn(image_list, features)
+        detections, _ = model.roi_heads(features, proposals, sizes)
+        for d, s in zip(detections, sizes):
+            masks = paste_masks_in_image(d["masks"], d["boxes"], s, padding=1) > 0.5
+
     with torch.no_grad():
         for step in range(args.steps + 1):
             start = time.perf_counter()
-            features = model.backbone(images)
-            proposals, _ = model.rpn(image_list, features)
-            detections, _ = model.roi_heads(features, proposals, sizes)
-            for d, s in zip(detections, sizes):
-                masks = paste_masks_in_image(d["masks"], d["boxes"], s, padding=1) > 0.5
+            infer()
             if step > 0:
                 times.append(time.perf_counter() - start)
     print(f"inference {statistics.median(times):.3f} s per batch, "
           f"{args.batch / statistics.median(times):.2f} images/s")
+    if args.profile_dir and args.profile != "train":
+        with torch.no_grad(), torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+            for _ in range(args.profile_steps):
+                infer()
+        prof.export_chrome_trace(os.path.join(args.profile_dir, "infer_profile.json"))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Mask R-CNN R50-FPN on CPU, ours against torchvision 0.26 in PyTorch 2.11 on the same weights,
 # images and targets (benchmarks/mask_rcnn_peer.py writes them), in one command:
-#   bash benchmarks/mask_rcnn_step.sh [--size=512 --batch=2 --steps=3 --threads=1] [--op_table]
-#                                     [--profile_dir=DIR]
+#   bash benchmarks/mask_rcnn_step.sh [--size=512 --batch=2 --steps=3 --threads=1]
+#                                     [--op_table[=train|infer|both]] [--profile_dir=DIR]
 # Training step (forward, backward, SGD step) and inference (detections and masks pasted at the
 # image size) times, and the ratios ours / torchvision.
 # --op_table: also profiles two more training steps (forward, backward) of each side at 1 thread
@@ -12,15 +12,21 @@
 #   RoIAlign and NMS kernels appear as vision::roi_align, vision::_roi_align_backward and
 #   vision::nms (torchvision's: torchvision::...). The RoIs are sampled at random on each side, so
 #   the RoI heads' shapes and counts differ a little from run to run.
-# --profile_dir=DIR: as --op_table, and keeps the two traces as DIR/ours.json and DIR/peer.json
-#   (e.g. for python3 benchmarks/op_table.py DIR/ours.json DIR/peer.json --shapes).
+# --op_table=infer: the same for two more inference batches of each side (Predict, which also
+#   RLE-encodes the pasted masks, against the peer's no-grad forward and paste_masks_in_image);
+#   --op_table=both: both tables. The inference table's "all operators" self ms against the
+#   inference time above shows the time outside ATen operators (e.g. our RLE encoding).
+# --profile_dir=DIR: as --op_table, and keeps the traces as DIR/ours.json and DIR/peer.json
+#   (training), DIR/ours_infer.json and DIR/peer_infer.json (inference) (e.g. for
+#   python3 benchmarks/op_table.py DIR/ours.json DIR/peer.json --shapes).
 set -euo pipefail
-op_table=0 keep=""
+op_table="" keep=""
 args=(--size=512 --batch=2 --steps=3 --threads=1)
 for a in "$@"; do
   case "${a}" in
-    --op_table) op_table=1 ;;
-    --profile_dir=*) op_table=1 keep="${a#*=}" ;;
+    --op_table) op_table=train ;;
+    --op_table=train | --op_table=infer | --op_table=both) op_table="${a#*=}" ;;
+    --profile_dir=*) op_table="${op_table:-train}" keep="${a#*=}" ;;
     --size=* | --batch=* | --steps=* | --threads=*) args+=("${a}") ;;
     *) echo "unknown argument ${a}; see the usage at the top of $0" >&2; exit 2 ;;
   esac
@@ -57,21 +63,30 @@ print(f"{'':12s} {'ours (s)':>9s} {'torchvision (s)':>16s} {'ours/torchvision':>
 for name, o, p in zip(names, ours, peer):
     print(f"{name:12s} {o:9.3f} {p:16.3f} {o / p:17.2f}")
 PY
-if ((op_table)); then
+if [[ -n "${op_table}" ]]; then
   # Separate runs at 1 thread (after their own warm-up and timed steps), so that the profiler's
   # overhead stays out of the times above.
-  profile=(--steps=1 --threads=1 --profile_steps=2)
+  profile=(--steps=1 --threads=1 --profile_steps=2 --profile="${op_table}")
   mkdir -p "${dir}/profile_ours" "${dir}/profile_peer"
   "$(bazel info -c opt bazel-bin)/models/mask_rcnn/mask_rcnn_benchmark" --dir="${dir}" \
     "${profile[@]}" --profile_dir="${dir}/profile_ours" >/dev/null
   "${peer_python}" benchmarks/mask_rcnn_peer.py "${args[@]}" "${profile[@]}" \
     --profile_dir="${dir}/profile_peer" >/dev/null
-  echo "== operators of one training step (forward, backward) at 1 thread, ours / torchvision"
-  "${peer_python}" benchmarks/op_table.py --steps=2 --top=40 \
-    "${dir}/profile_ours/train_profile.json" "${dir}/profile_peer/train_profile.json"
-  if [[ -n "${keep}" ]]; then
-    cp "${dir}/profile_ours/train_profile.json" "${keep}/ours.json"
-    cp "${dir}/profile_peer/train_profile.json" "${keep}/peer.json"
-    echo "traces: ${keep}/ours.json ${keep}/peer.json"
-  fi
+  for kind in train infer; do
+    [[ "${op_table}" == both || "${op_table}" == "${kind}" ]] || continue
+    if [[ "${kind}" == train ]]; then
+      echo "== operators of one training step (forward, backward) at 1 thread, ours / torchvision"
+      suffix=""
+    else
+      echo "== operators of one inference batch at 1 thread, ours / torchvision"
+      suffix="_infer"
+    fi
+    "${peer_python}" benchmarks/op_table.py --steps=2 --top=40 \
+      "${dir}/profile_ours/${kind}_profile.json" "${dir}/profile_peer/${kind}_profile.json"
+    if [[ -n "${keep}" ]]; then
+      cp "${dir}/profile_ours/${kind}_profile.json" "${keep}/ours${suffix}.json"
+      cp "${dir}/profile_peer/${kind}_profile.json" "${keep}/peer${suffix}.json"
+      echo "traces: ${keep}/ours${suffix}.json ${keep}/peer${suffix}.json"
+    fi
+  done
 fi

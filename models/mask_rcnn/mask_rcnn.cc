@@ -292,7 +292,10 @@ std::map<std::string, at::Tensor> MaskRCNN::LossesFor(
                   static_cast<int64_t>(targets.size()) == images.size(0),
               "MaskRCNN: ", images.size(0), " images, ", image_sizes.size(), " sizes and ",
               targets.size(), " targets");
-  const std::vector<at::Tensor> features = backbone_->forward(images);
+  // On the CPU the backbone runs channels-last: oneDNN's convolutions skip their reorders from
+  // and to NCHW, and RoIAlign samples the pyramid without converting it.
+  const std::vector<at::Tensor> features = backbone_->forward(
+      images.device().is_cpu() ? images.contiguous(at::MemoryFormat::ChannelsLast) : images);
   AutocastOff full_precision(images.device().type());
   const std::vector<at::Tensor> pyramid = ToFloat(features);
   std::vector<at::Tensor> gt_boxes;
@@ -307,7 +310,10 @@ std::map<std::string, at::Tensor> MaskRCNN::LossesFor(
 
 std::vector<Detections> MaskRCNN::Detect(
     const at::Tensor& images, const std::vector<std::pair<int64_t, int64_t>>& image_sizes) {
-  const std::vector<at::Tensor> features = backbone_->forward(images);
+  // On the CPU the backbone runs channels-last: oneDNN's convolutions skip their reorders from
+  // and to NCHW, and RoIAlign samples the pyramid without converting it.
+  const std::vector<at::Tensor> features = backbone_->forward(
+      images.device().is_cpu() ? images.contiguous(at::MemoryFormat::ChannelsLast) : images);
   AutocastOff full_precision(images.device().type());
   const std::vector<at::Tensor> pyramid = ToFloat(features);
   RpnOutput rpn = rpn_->forward(pyramid, images.size(2), images.size(3), image_sizes, nullptr);

@@ -4,7 +4,9 @@
 // benchmarks/mask_rcnn_step.sh, which prints the two side by side. --profile_dir: after the
 // timed steps, --profile_steps more training steps (forward and backward, no optimizer step) run
 // under LibTorch's Kineto profiler and are written as <profile_dir>/train_profile.json in
-// torch.profiler's Chrome trace format (benchmarks/op_table.py compares it with the peer's).
+// torch.profiler's Chrome trace format (benchmarks/op_table.py compares it with the peer's);
+// with --profile=infer (or both), --profile_steps more inference batches (Predict) after the
+// timed ones, written as <profile_dir>/infer_profile.json.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/optim/sgd.h>
@@ -34,7 +36,11 @@ ABSL_FLAG(std::string, profile_dir, "",
           "no optimizer step) run under the Kineto profiler with input shapes, written as "
           "<profile_dir>/train_profile.json (torch.profiler's Chrome trace format; "
           "benchmarks/op_table.py compares two of them).");
-ABSL_FLAG(int, profile_steps, 2, "With --profile_dir: the number of profiled training steps.");
+ABSL_FLAG(int, profile_steps, 2,
+          "With --profile_dir: the number of profiled training steps and inference batches.");
+ABSL_FLAG(std::string, profile, "train",
+          "With --profile_dir: what to profile: train (train_profile.json), infer (Predict, "
+          "infer_profile.json) or both.");
 
 namespace vision::models::mask_rcnn {
 namespace {
@@ -85,6 +91,17 @@ int Run() {
                               torch::optim::SGDOptions(1e-4).momentum(0.9).weight_decay(1e-4));
   using Clock = std::chrono::steady_clock;
   const int steps = absl::GetFlag(FLAGS_steps);
+  const std::string profile_dir = absl::GetFlag(FLAGS_profile_dir);
+  const std::string profile = absl::GetFlag(FLAGS_profile);
+  if (profile != "train" && profile != "infer" && profile != "both") {
+    std::fprintf(stderr, "--profile=%s: expected train, infer or both\n", profile.c_str());
+    return 1;
+  }
+  if (!profile_dir.empty() && !std::filesystem::is_directory(profile_dir)) {
+    std::fprintf(stderr, "--profile_dir=%s: not a directory; create it first\n",
+                 profile_dir.c_str());
+    return 1;
+  }
   model.train();
   std::vector<double> times, forward, backward, update;
   const auto seconds = [](Clock::time_point a, Clock::time_point b) {
@@ -108,13 +125,8 @@ int Run() {
   }
   std::printf("train step %.3f s (forward %.3f, backward %.3f, optimizer %.3f)\n", Median(times),
               Median(forward), Median(backward), Median(update));
-  if (const std::string profile_dir = absl::GetFlag(FLAGS_profile_dir); !profile_dir.empty()) {
+  if (!profile_dir.empty() && profile != "infer") {
     const std::string path = profile_dir + "/train_profile.json";
-    if (!std::filesystem::is_directory(profile_dir)) {
-      std::fprintf(stderr, "--profile_dir=%s: not a directory; create it first\n",
-                   profile_dir.c_str());
-      return 1;
-    }
     const absl::Status status = core::ProfileSteps(
         absl::GetFlag(FLAGS_profile_steps),
         [&] {
@@ -150,6 +162,19 @@ int Run() {
     if (step > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   std::printf("inference %.3f s per batch, %.2f images/s\n", Median(times), batch / Median(times));
+  if (!profile_dir.empty() && profile != "train") {
+    const absl::Status status = core::ProfileSteps(
+        absl::GetFlag(FLAGS_profile_steps),
+        [&] {
+          model.Predict(eval_batch);
+          return absl::OkStatus();
+        },
+        profile_dir + "/infer_profile.json");
+    if (!status.ok()) {
+      std::fprintf(stderr, "--profile_dir: %s\n", std::string(status.message()).c_str());
+      return 1;
+    }
+  }
   return 0;
 }
 

@@ -203,14 +203,33 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
   const at::Tensor class_logits = cls_score->forward(x);
   const at::Tensor box_regression = bbox_pred->forward(x);
 
-  // The mask branch from RoIs per image to [R, num_classes, M, M] logits.
-  const auto mask_logits_of = [&](const std::vector<at::Tensor>& mask_rois) {
+  // The mask branch from RoIs per image to the [R, C, M, M] features under the logits layer.
+  const auto mask_features_of = [&](const std::vector<at::Tensor>& mask_rois) {
     at::Tensor m = ops::MultiScaleRoIAlign(
         features, mask_rois, image_sizes,
         ops::MultiScaleRoIAlignOptions(options_.mask_roi_size(), options_.mask_roi_size())
             .sampling_ratio(options_.sampling_ratio()));
+    // On the CPU the head runs channels-last: oneDNN's convolutions (forward and backward) then
+    // skip their reorders from and to NCHW, and the transposed convolution its copy back to NCHW
+    // (a third of the head's time for 100 detections per image).
+    if (m.device().is_cpu()) m = m.contiguous(at::MemoryFormat::ChannelsLast);
     for (auto& conv : mask_fcn) m = conv->forward(m).relu_();
-    return mask_fcn_logits->forward(conv5_mask->forward(m).relu_());
+    return conv5_mask->forward(m).relu_();
+  };
+  // [R, M, M] logits of each RoI's class only: mask_fcn_logits (a 1x1 convolution) with that
+  // class's row of weights, a dot product over channels per pixel, instead of all num_classes
+  // maps of which the loss and the detections read one. m is read as [R, H * W, C] rows (a view of
+  // the CPU's channels-last m), so that its gradient comes back channels-last like the ReLU
+  // output it meets in the backward.
+  const auto class_mask_logits = [&](const at::Tensor& m, const at::Tensor& label) {
+    const int64_t rows = m.size(0), channels = m.size(1);
+    const at::Tensor weight =
+        mask_fcn_logits->weight.view({num_classes, channels}).index_select(0, label);
+    const at::Tensor bias = mask_fcn_logits->bias.index_select(0, label).view({-1, 1, 1});
+    return at::baddbmm(bias,
+                       m.permute({0, 2, 3, 1}).reshape({rows, m.size(2) * m.size(3), channels}),
+                       weight.unsqueeze(2))
+        .view({rows, m.size(2), m.size(3)});
   };
 
   RoiHeadsOutput output;
@@ -242,13 +261,12 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
         mask_targets.push_back(MaskTargets((*targets)[i].masks, mask_rois.back(),
                                            s.positive_matched, 2 * options_.mask_roi_size()));
       }
-      const at::Tensor mask_logits = mask_logits_of(mask_rois);
+      const at::Tensor mask_logits = class_mask_logits(mask_features_of(mask_rois), pos_labels);
       output.losses["loss_mask"] =
           pos_labels.numel() == 0
               // Keeps every mask parameter in the graph with a zero gradient.
               ? mask_logits.sum() * 0
-              : at::binary_cross_entropy_with_logits(PickPerRow(mask_logits, pos_labels),
-                                                     at::cat(mask_targets));
+              : at::binary_cross_entropy_with_logits(mask_logits, at::cat(mask_targets));
     }
     return output;
   }
@@ -289,7 +307,7 @@ RoiHeadsOutput RoiHeadsImpl::forward(const std::vector<at::Tensor>& features,
       counts.push_back(d.boxes.size(0));
     }
     const at::Tensor probs =
-        PickPerRow(mask_logits_of(mask_rois), at::cat(labels)).sigmoid().unsqueeze(1);
+        class_mask_logits(mask_features_of(mask_rois), at::cat(labels)).sigmoid().unsqueeze(1);
     const std::vector<at::Tensor> per_image = probs.split_with_sizes(counts);
     for (size_t i = 0; i < num_images; ++i) output.detections[i].mask_probs = per_image[i];
   }

@@ -76,6 +76,20 @@ TEST(MultiScaleRoIAlignTest, AssignsCanonicalLevels) {
   }
 }
 
+// A box of negative area (x2 < x1 only) has a NaN level and matches none: its row is zeros, as
+// in torchvision.
+TEST(MultiScaleRoIAlignTest, BoxWithoutALevelGetsZeros) {
+  at::manual_seed(6);
+  std::vector<at::Tensor> features;
+  for (int64_t stride : {4, 8}) features.push_back(at::randn({1, 2, 64 / stride, 64 / stride}));
+  const at::Tensor boxes = at::tensor({0.f, 0.f, 20.f, 20.f, 30.f, 5.f, 10.f, 40.f}).view({2, 4});
+  const MultiScaleRoIAlignOptions options(3, 3);
+  const at::Tensor out = MultiScaleRoIAlign(features, {boxes}, {{64, 64}}, options);
+  EXPECT_EQ(out[1].abs().sum().item<double>(), 0.0);
+  EXPECT_TRUE(at::equal(out.slice(0, 0, 1), MultiScaleRoIAlign(features, {boxes.slice(0, 0, 1)},
+                                                               {{64, 64}}, options)));
+}
+
 // Every level gets a gradient, zeros where no box went (torchvision's behaviour), so callers
 // that ask autograd for each level's gradient never meet an undefined one.
 TEST(MultiScaleRoIAlignTest, LevelsWithoutBoxesGetZeroGradients) {

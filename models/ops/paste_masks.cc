@@ -1,8 +1,15 @@
 #include "models/ops/paste_masks.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <type_traits>
+#include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include "models/ops/boxes.h"
@@ -34,6 +41,105 @@ at::Tensor InterpolationMatrix(const at::Tensor& start, const at::Tensor& end,
   matrix.scatter_add_(2, lower.unsqueeze(2), lower_weight.unsqueeze(2).to(options.dtype()));
   matrix.scatter_add_(2, upper.unsqueeze(2), upper_weight.unsqueeze(2).to(options.dtype()));
   return matrix;
+}
+
+// One output pixel's two taps along an axis: the padded mask's samples lower and upper with
+// weights lower_weight and upper_weight, exactly as InterpolationMatrix's row for that pixel holds
+// them (upper == lower, at the last sample, is one entry of lower_weight + upper_weight there).
+template <typename T>
+struct Tap {
+  int64_t lower;
+  int64_t upper;
+  T lower_weight;
+  T upper_weight;
+};
+
+// The taps of pixels first..last (inside the image and the box) of a box starting at `start`
+// with `size` resized samples, with InterpolationMatrix's arithmetic in T (its math type for
+// float and double).
+template <typename T>
+void ComputeTaps(int64_t first, int64_t last, int64_t start, int64_t size, int64_t in_size,
+                 std::vector<Tap<T>>& taps) {
+  taps.clear();
+  const T scale = static_cast<T>(in_size) / static_cast<T>(size);
+  for (int64_t pixel = first; pixel <= last; ++pixel) {
+    const T src = std::max((static_cast<T>(pixel - start) + T(0.5)) * scale - T(0.5), T(0));
+    const int64_t lower = std::clamp<int64_t>(static_cast<int64_t>(src), 0, in_size - 1);
+    const int64_t upper = std::min(lower + 1, in_size - 1);
+    const T upper_weight = std::clamp(src - static_cast<T>(lower), T(0), T(1));
+    const T lower_weight = T(1) - upper_weight;
+    if (upper == lower) {
+      taps.push_back({lower, upper, lower_weight + upper_weight, T(0)});
+    } else {
+      taps.push_back({lower, upper, lower_weight, upper_weight});
+    }
+  }
+}
+
+// a * wa + b * wb as BLAS computes a two-term dot product: the products accumulated in order with
+// fused multiply-adds into a zero that starts as +0 (so -0 does not come out). With wb = 0 and
+// b = a (a single tap) it is the single product.
+template <typename T>
+T TwoTaps(T a, T wa, T b, T wb) {
+  return std::fma(b, wb, a * wa + T(0));
+}
+
+// The CPU paste for float and double without autograd: per box, only the pixels of its extent
+// that lie in the image, with the matrix path's taps and BLAS's operation order (see TwoTaps), so
+// that the result equals the matrix products' (rows, then columns) value for value. out:
+// [N, H, W] contiguous, already holding the value of pixels outside the boxes. x1..height: [N]
+// int64 on the CPU.
+template <typename T, typename Out>
+void PasteCpu(const at::Tensor& padded, const at::Tensor& x1, const at::Tensor& x2,
+              const at::Tensor& y1, const at::Tensor& y2, const at::Tensor& width,
+              const at::Tensor& height, std::optional<double> threshold, at::Tensor& out) {
+  const int64_t n = padded.size(0);
+  const int64_t p = padded.size(1);
+  const int64_t image_height = out.size(1);
+  const int64_t image_width = out.size(2);
+  const T* mask_data = padded.data_ptr<T>();
+  const int64_t* x1_data = x1.data_ptr<int64_t>();
+  const int64_t* x2_data = x2.data_ptr<int64_t>();
+  const int64_t* y1_data = y1.data_ptr<int64_t>();
+  const int64_t* y2_data = y2.data_ptr<int64_t>();
+  const int64_t* width_data = width.data_ptr<int64_t>();
+  const int64_t* height_data = height.data_ptr<int64_t>();
+  Out* out_data = out.data_ptr<Out>();
+  // As `pasted > threshold` compares a T tensor with a scalar: in T.
+  const T cut = threshold ? static_cast<T>(*threshold) : T(0);
+  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+    std::vector<Tap<T>> rows, columns;
+    std::vector<T> resized_row(p);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t top = std::max<int64_t>(y1_data[i], 0);
+      const int64_t bottom = std::min(y2_data[i], image_height - 1);
+      const int64_t left = std::max<int64_t>(x1_data[i], 0);
+      const int64_t right = std::min(x2_data[i], image_width - 1);
+      if (top > bottom || left > right) continue;
+      ComputeTaps(top, bottom, y1_data[i], height_data[i], p, rows);
+      ComputeTaps(left, right, x1_data[i], width_data[i], p, columns);
+      const T* mask = mask_data + i * p * p;
+      for (int64_t y = top; y <= bottom; ++y) {
+        const Tap<T>& r = rows[y - top];
+        const T* lower = mask + r.lower * p;
+        const T* upper = mask + r.upper * p;
+        for (int64_t j = 0; j < p; ++j) {
+          resized_row[j] = TwoTaps(lower[j], r.lower_weight, upper[j], r.upper_weight);
+        }
+        Out* out_row = out_data + (i * image_height + y) * image_width;
+        for (int64_t x = left; x <= right; ++x) {
+          const Tap<T>& c = columns[x - left];
+          const T value =
+              TwoTaps(resized_row[c.lower], c.lower_weight, resized_row[c.upper], c.upper_weight);
+          if constexpr (std::is_same_v<Out, bool>) {
+            out_row[x] = value > cut;
+          } else {
+            out_row[x] = value;
+          }
+        }
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -81,6 +187,33 @@ at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes,
   const at::Tensor height = (y2 - y1 + 1).clamp_min(1);
 
   const int64_t padded_size = m + 2 * p;
+  const bool autograd = c10::GradMode::is_enabled() && masks.requires_grad();
+  if (masks.device().is_cpu() && !autograd &&
+      (masks.scalar_type() == at::kFloat || masks.scalar_type() == at::kDouble)) {
+    const int64_t n = square.size(0);
+    const int64_t image_height = options.image_height();
+    const int64_t image_width = options.image_width();
+    const at::Tensor contiguous = padded.contiguous();
+    const at::Tensor c_x1 = x1.contiguous(), c_x2 = x2.contiguous(), c_y1 = y1.contiguous(),
+                     c_y2 = y2.contiguous(), c_width = width.contiguous(),
+                     c_height = height.contiguous();
+    at::Tensor out;
+    AT_DISPATCH_FLOATING_TYPES(masks.scalar_type(), "PasteMasks", [&] {
+      if (options.threshold()) {
+        // Pixels outside every box are 0, so the threshold decides them all at once.
+        out = at::full({n, image_height, image_width},
+                       scalar_t(0) > static_cast<scalar_t>(*options.threshold()),
+                       masks.options().dtype(at::kBool));
+        PasteCpu<scalar_t, bool>(contiguous, c_x1, c_x2, c_y1, c_y2, c_width, c_height,
+                                 options.threshold(), out);
+      } else {
+        out = at::zeros({n, image_height, image_width}, masks.options());
+        PasteCpu<scalar_t, scalar_t>(contiguous, c_x1, c_x2, c_y1, c_y2, c_width, c_height,
+                                     std::nullopt, out);
+      }
+    });
+    return out.unsqueeze(1);
+  }
   const at::Tensor rows =
       InterpolationMatrix(y1, y2, height, padded_size, options.image_height(), padded.options());
   const at::Tensor columns =

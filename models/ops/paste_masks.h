@@ -3,11 +3,11 @@
 #ifndef VISION_MODELS_OPS_PASTE_MASKS_H_
 #define VISION_MODELS_OPS_PASTE_MASKS_H_
 
-#include <cstdint>
-#include <optional>
-
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
+
+#include <cstdint>
+#include <optional>
 
 namespace vision::models::ops {
 
@@ -31,10 +31,15 @@ struct PasteMasksOptions {
 // are 0. A box wholly left of or above the image pastes nothing (torchvision's Python slices wrap
 // around there and fail).
 //
-// Plain ATen ops that run on CPU and CUDA: the resize is two batched matrix products with
-// two-tap interpolation matrices whose rows outside the box are zero, so memory is the output's
-// and autograd differentiates it with respect to masks. Throws c10::Error naming the argument
-// on wrong shapes, dtypes or devices, NaN or infinite masks or box coordinates.
+// On CUDA, for half and bfloat16 masks, and where autograd records (masks require grad with
+// grad mode on), plain ATen ops: the resize is two batched matrix products with two-tap
+// interpolation matrices whose rows outside the box are zero, so memory is the output's and
+// autograd differentiates it with respect to masks. Otherwise (float or double on the CPU,
+// Mask R-CNN's inference) a loop over each box's pixels inside the image, with the matrix
+// products' weights and operation order (fused multiply-adds in the order of BLAS's dot
+// products), so that it gives the same values in a fraction of the time (paste_masks_test
+// compares the two). Throws c10::Error naming the argument on wrong shapes, dtypes or devices,
+// NaN or infinite masks or box coordinates.
 at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes,
                       const PasteMasksOptions& options);
 

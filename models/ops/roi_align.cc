@@ -130,7 +130,8 @@ at::Tensor ForwardCpu(const at::Tensor& input, const at::Tensor& rois, const RoI
   const T* input_data = input.data_ptr<T>();
   const T* rois_data = rois.data_ptr<T>();
   T* output_data = output.data_ptr<T>();
-  if (UseChannelsLast(input.sizes(), rois.size(0), num_bins)) {
+  // An input that is already channels-last (and so not contiguous) costs no conversion.
+  if (!input.is_contiguous() || UseChannelsLast(input.sizes(), rois.size(0), num_bins)) {
     ForwardCpuChannelsLast<T>(input, rois, g, output_data);
     return output;
   }
@@ -364,8 +365,13 @@ at::Tensor RoIAlign(const at::Tensor& input, const at::Tensor& rois,
   const RoIAlignGeometry geometry{options.output_height(), options.output_width(),
                                   options.spatial_scale(), options.sampling_ratio(),
                                   options.aligned()};
-  return RoIAlignFunction::apply(computable_input.contiguous(), computable_rois.contiguous(),
-                                 geometry)
+  // The CPU forward takes channels-last inputs as they are (e.g. a channels-last backbone's).
+  const bool channels_last =
+      computable_input.device().is_cpu() &&
+      computable_input.is_contiguous(at::MemoryFormat::ChannelsLast);
+  return RoIAlignFunction::apply(
+             channels_last ? computable_input : computable_input.contiguous(),
+             computable_rois.contiguous(), geometry)
       .to(input.scalar_type());
 }
 

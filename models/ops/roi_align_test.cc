@@ -187,6 +187,30 @@ TEST(RoIAlignTest, ChannelsLastEqualsChannelsFirst) {
   }
 }
 
+// A channels-last input (a channels-last backbone's map) goes to the channels-last forward as
+// it is, whatever the RoI count; outputs and input gradients equal those of the NCHW input, with
+// few RoIs (the NCHW input takes the channels-first loops) and many (both take channels-last).
+TEST(RoIAlignTest, ChannelsLastInputEqualsContiguousInput) {
+  at::manual_seed(8);
+  for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    const at::Tensor input = at::randn({2, 16, 30, 30}, dtype);
+    const at::Tensor channels_last = input.contiguous(at::MemoryFormat::ChannelsLast);
+    ASSERT_FALSE(channels_last.is_contiguous());
+    for (const int64_t count : {3, 400}) {
+      SCOPED_TRACE(testing::Message() << dtype << " " << count << " RoIs");
+      const at::Tensor xy = at::rand({count, 2}, dtype) * 70 - 5;
+      const at::Tensor rois = at::cat(
+          {at::randint(2, {count, 1}, dtype), xy, xy + at::rand({count, 2}, dtype) * 30}, 1);
+      const at::Tensor probe = at::randn({count, 16, 7, 7}, dtype);
+      const RoIAlignOptions options = RoIAlignOptions(7, 7).spatial_scale(0.5).sampling_ratio(2);
+      const Evaluation nchw = Evaluate(input, rois, probe, options);
+      const Evaluation nhwc = Evaluate(channels_last, rois, probe, options);
+      EXPECT_TRUE(at::equal(nchw.output, nhwc.output));
+      EXPECT_TRUE(at::equal(nchw.grad_input, nhwc.grad_input));
+    }
+  }
+}
+
 TEST(RoIAlignTest, NoRoisGiveAnEmptyOutput) {
   const at::Tensor x = at::randn({2, 3, 4, 4}).requires_grad_(true);
   const at::Tensor out = RoIAlign(x, at::zeros({0, 5}), RoIAlignOptions(2, 2));
