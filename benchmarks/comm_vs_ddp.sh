@@ -142,10 +142,14 @@ for model in models:
           f"(bucketed over shm vs DDP; its collectives alone {sc:.1f} ms, Gloo/shm {coll / sc:.2f})")
     # Rank 0's CPU time per step (all its threads) over no communication: the work a strategy
     # adds, which a busy machine's wall clock hides.
+    shm_cpu = medians(f"{work}/shm_{model}", True)
+    added = [f"{label} {ours_cpu[o] - ours_cpu['none']:.1f} / {peer_cpu[p] - peer_cpu['none']:.1f}"
+             for label, o, p in pairs if o in ours_cpu and p in peer_cpu]
+    if "bucketed" in shm_cpu and "ddp" in peer_cpu:
+        added.append(f"shm {shm_cpu['bucketed'] - ours_cpu['none']:.1f} / "
+                     f"{peer_cpu['ddp'] - peer_cpu['none']:.1f}")
     print("CPU ms/step added over no communication (rank 0, all threads), ours / DDP: " +
-          ", ".join(f"{label} {ours_cpu[o] - ours_cpu['none']:.1f} / "
-                    f"{peer_cpu[p] - peer_cpu['none']:.1f}" for label, o, p in pairs
-                    if o in ours_cpu and p in peer_cpu))
+          ", ".join(added))
     ours_faults, peer_faults = (medians(f"{work}/ours_{model}", faults=True),
                                 medians(f"{work}/peer_{model}", faults=True))
     if "none" in ours_faults and "none" in peer_faults:
