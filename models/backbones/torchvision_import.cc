@@ -549,11 +549,15 @@ class StorageLoader {
     int64_t last = tensor.offset;
     int64_t numel = 1;
     bool overflow = false;
+    // Every dimension's sign first: a zero size before a negative one must not reach at::empty
+    // (which throws on the negative one).
     for (size_t d = 0; d < tensor.sizes.size(); ++d) {
       if (tensor.sizes[d] < 0 || tensor.strides[d] < 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("file '", path_, "': key '", key, "': negative tensor size or stride"));
       }
+    }
+    for (size_t d = 0; d < tensor.sizes.size(); ++d) {
       if (tensor.sizes[d] == 0) return at::empty(tensor.sizes, flat.options());
       int64_t reach = 0;
       overflow |= __builtin_mul_overflow(tensor.sizes[d] - 1, tensor.strides[d], &reach);

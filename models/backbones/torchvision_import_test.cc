@@ -1,5 +1,9 @@
 #include "models/backbones/torchvision_import.h"
 
+#include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/utils.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -9,15 +13,11 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/ATen.h>
-#include <caffe2/serialize/inline_container.h>
-#include <torch/utils.h>
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/ops/deform_conv.h"
 #include "models/backbones/resnet.h"
 #include "models/backbones/torch_save_writer_for_test.h"
+#include "models/ops/deform_conv.h"
 
 namespace vision::models::backbones {
 namespace {
@@ -221,8 +221,7 @@ TEST(TorchvisionImportTest, PlainCheckpointIntoDeformableStagesReportsOffsetBran
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), HasSubstr("layer2.0.conv2.conv_offset.weight"));
 
-  absl::StatusOr<ImportReport> report =
-      LoadStateDict(*read, net, /*strict=*/true, path, offsets);
+  absl::StatusOr<ImportReport> report = LoadStateDict(*read, net, /*strict=*/true, path, offsets);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_TRUE(report->complete());
   EXPECT_THAT(report->missing, IsEmpty());
@@ -261,8 +260,8 @@ TEST(TorchvisionImportTest, ReadsViewsSharingAStorageAndOtherDtypes) {
   EXPECT_EQ((*state)[2].first, "row1");
   EXPECT_TRUE(at::equal((*state)[2].second, base[1]));
   EXPECT_EQ((*state)[3].first, "long");
-  EXPECT_TRUE(at::equal((*state)[3].second,
-                        at::tensor(std::vector<int64_t>{-5, 0, int64_t{1} << 40})));
+  EXPECT_TRUE(
+      at::equal((*state)[3].second, at::tensor(std::vector<int64_t>{-5, 0, int64_t{1} << 40})));
   EXPECT_EQ((*state)[4].first, "half");
   EXPECT_EQ((*state)[4].second.scalar_type(), at::kHalf);
   EXPECT_TRUE(at::equal((*state)[4].second.to(at::kFloat), at::tensor({0.5f, -2.0f})));
@@ -320,13 +319,15 @@ TEST(TorchvisionImportTest, MalformedContentsNameTheKey) {
 
   // {'epoch': 3}: a training checkpoint rather than a state dict.
   const std::string checkpoint = TempPath("checkpoint.pth");
-  WriteArchive(checkpoint, Bytes("\x80\x02}(X\x05\x00\x00\x00" "epochK\x03u."));
+  WriteArchive(checkpoint, Bytes("\x80\x02}(X\x05\x00\x00\x00"
+                                 "epochK\x03u."));
   state = ReadTorchStateDict(checkpoint);
   EXPECT_THAT(state.status().message(), HasSubstr("key 'epoch' holds a int, not a tensor"));
 
   // An arbitrary Python object.
   const std::string object = TempPath("object.pth");
-  WriteArchive(object, Bytes("\x80\x02" "c__main__\nNet\n)R."));
+  WriteArchive(object, Bytes("\x80\x02"
+                             "c__main__\nNet\n)R."));
   state = ReadTorchStateDict(object);
   EXPECT_THAT(state.status().message(), HasSubstr("'__main__.Net'"));
   EXPECT_THAT(state.status().message(), HasSubstr(object));
@@ -343,10 +344,19 @@ TEST(TorchvisionImportTest, MalformedContentsNameTheKey) {
 // {'w': a float tensor on the 4-element storage data/0} whose offset, size and stride are the
 // given pickle opcodes, as a crafted file may state them.
 std::string OneViewPickle(const std::string& offset_size_stride) {
-  return Bytes("\x80\x02}(X\x01\x00\x00\x00w" "ctorch._utils\n_rebuild_tensor_v2\n"
-               "((X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00" "0"
-               "X\x03\x00\x00\x00" "cpuK\x04tQ") +
-         offset_size_stride + Bytes("\x89" "ccollections\nOrderedDict\n)RtRu.");
+  return Bytes(
+             "\x80\x02}(X\x01\x00\x00\x00w"
+             "ctorch._utils\n_rebuild_tensor_v2\n"
+             "((X\x07\x00\x00\x00storage"
+             "ctorch\nFloatStorage\n"
+             "X\x01\x00\x00\x00"
+             "0"
+             "X\x03\x00\x00\x00"
+             "cpuK\x04tQ") +
+         offset_size_stride +
+         Bytes(
+             "\x89"
+             "ccollections\nOrderedDict\n)RtRu.");
 }
 
 // LibTorch's own torch::pickle_load accepts such views and reads past the storage (see the
@@ -385,6 +395,10 @@ TEST(TorchvisionImportTest, ViewsOutsideTheirStorageNameTheKey) {
   // stride (-1,)
   state = read("negative.pth", Bytes("K\x03K\x02\x85J\xff\xff\xff\xff\x85"));
   EXPECT_THAT(state.status().message(), HasSubstr("negative.pth': key 'w'"));
+  EXPECT_THAT(state.status().message(), HasSubstr("negative tensor size or stride"));
+
+  // size (0, -18): an empty dimension before a negative one (a fuzz finding: at::empty threw).
+  state = read("empty_then_negative.pth", Bytes("K\x00K\x00J\xee\xff\xff\xff\x86K\x01K\x01\x86"));
   EXPECT_THAT(state.status().message(), HasSubstr("negative tensor size or stride"));
 }
 

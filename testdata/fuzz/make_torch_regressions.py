@@ -11,10 +11,11 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_pickle")
 
 
 def long1(value):
-    data = value.to_bytes(9, "little", signed=True).rstrip(b"\x00") or b"\x00"
-    if data[-1] & 0x80:
-        data += b"\x00"
-    return b"\x8a" + bytes([len(data)]) + data
+    """LONG1: the shortest little-endian two's complement of value."""
+    n = 1
+    while not -(1 << (8 * n - 1)) <= value < (1 << (8 * n - 1)):
+        n += 1
+    return b"\x8a" + bytes([n]) + value.to_bytes(n, "little", signed=True)
 
 
 def text(s):
@@ -53,3 +54,6 @@ write("deep_nesting", b"\x80\x02N" + b"\x85" * 100000 + b".")
 # A valid tensor whose storage is used again with another element count.
 write("storage_reuse", b"\x80\x02}(" + text("a") + tensor(4, [4], [1]) + text("b") +
       tensor(2, [2], [1]) + b"u.")
+# A zero size before a negative one (a CI fuzz finding): at::empty threw on the negative size,
+# which the sign check had not reached yet.
+write("empty_then_negative_size", state_dict(tensor(4, [0, -18], [4, 2**62])))
