@@ -474,13 +474,12 @@ class ShmBackend : public c10d::Backend {
         queue_.pop_front();
       }
       std::exception_ptr error;
-      average_ = item.average;
       if (!failure_.empty()) {
         error = std::make_exception_ptr(std::runtime_error(absl::StrCat(
             "shm all-reduce on ", Where(), " refused: an earlier one failed: ", failure_)));
       } else {
         try {
-          AllReduce(item.tensor);
+          AllReduce(item.tensor, item.average);
         } catch (const std::exception& e) {
           failure_ = e.what();
           error = std::current_exception();
@@ -490,7 +489,8 @@ class ShmBackend : public c10d::Backend {
     }
   }
 
-  void AllReduce(const at::Tensor& tensor) {
+  // average: divide the sum by the world size (ReduceOp::AVG).
+  void AllReduce(const at::Tensor& tensor, bool average) {
     if (local_world_size_ == 1) {
       // One rank per node: sum through Gloo (half and bfloat16 in float), then average.
       const bool narrow =
@@ -498,7 +498,7 @@ class ShmBackend : public c10d::Backend {
       at::Tensor wide = narrow ? tensor.to(at::kFloat) : tensor;
       std::vector<at::Tensor> one = {wide};
       gloo_->allreduce(one)->wait();
-      if (average_) wide.div_(getSize());
+      if (average) wide.div_(getSize());
       if (narrow) tensor.copy_(wide);
       return;
     }
@@ -530,7 +530,7 @@ class ShmBackend : public c10d::Backend {
       const int64_t per = (share + align - 1) / align * align;
       const int64_t begin = std::min(count, local_rank_ * per);
       const int64_t end = std::min(count, begin + per);
-      if (end > begin) ReduceShare(set, tensor.scalar_type(), begin, end);
+      if (end > begin) ReduceShare(set, tensor.scalar_type(), begin, end, average);
       if (c + 1 < chunks) copy_in(c + 1);
       Barrier(kChunkSpins);
       std::memcpy(data + offset * element, Slot(set, 0), count * element);
@@ -539,7 +539,7 @@ class ShmBackend : public c10d::Backend {
 
   // Sums elements [begin, end) of every local rank's slot into slot 0, in local-rank order,
   // then across nodes; for AVG divides the sum by the world size.
-  void ReduceShare(int set, at::ScalarType type, int64_t begin, int64_t end) {
+  void ReduceShare(int set, at::ScalarType type, int64_t begin, int64_t end, bool average) {
     const int64_t element = c10::elementSize(type);
     auto slot = [&](int r) {
       return at::from_blob(Slot(set, r) + begin * element, {end - begin},
@@ -552,7 +552,7 @@ class ShmBackend : public c10d::Backend {
         std::vector<at::Tensor> one = {out};
         cross_->allreduce(one)->wait();
       }
-      if (average_) out.div_(getSize());
+      if (average) out.div_(getSize());
       return;
     }
     at::Tensor sum = out.to(at::kFloat);
@@ -561,7 +561,7 @@ class ShmBackend : public c10d::Backend {
       std::vector<at::Tensor> one = {sum};
       cross_->allreduce(one)->wait();
     }
-    if (average_) sum.div_(getSize());
+    if (average) sum.div_(getSize());
     out.copy_(sum);
   }
 
@@ -619,8 +619,7 @@ class ShmBackend : public c10d::Backend {
 
   // Used by the worker thread only.
   uint32_t sequence_ = 0;
-  uint64_t round_ = 0;    // Chunks reduced so far.
-  bool average_ = false;  // The current all-reduce is an AVG.
+  uint64_t round_ = 0;  // Chunks reduced so far.
   std::string failure_;
 
   std::mutex mutex_;

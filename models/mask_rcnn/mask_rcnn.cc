@@ -71,6 +71,14 @@ std::vector<at::Tensor> ToFloat(std::vector<at::Tensor> features) {
   return features;
 }
 
+// The backbone's feature pyramid (under the caller's autocast), in float. On the CPU the
+// backbone runs channels-last: oneDNN's convolutions skip their reorders from and to NCHW, and
+// RoIAlign samples the pyramid without converting it.
+std::vector<at::Tensor> Pyramid(BackboneWithFpn& backbone, const at::Tensor& images) {
+  return ToFloat(backbone->forward(
+      images.device().is_cpu() ? images.contiguous(at::MemoryFormat::ChannelsLast) : images));
+}
+
 absl::StatusOr<RpnOptions> RpnFromProto(const MaskRCNNOptions::Rpn& r) {
   RpnOptions o;
   AnchorGeneratorOptions anchors;
@@ -292,12 +300,9 @@ std::map<std::string, at::Tensor> MaskRCNN::LossesFor(
                   static_cast<int64_t>(targets.size()) == images.size(0),
               "MaskRCNN: ", images.size(0), " images, ", image_sizes.size(), " sizes and ",
               targets.size(), " targets");
-  // On the CPU the backbone runs channels-last: oneDNN's convolutions skip their reorders from
-  // and to NCHW, and RoIAlign samples the pyramid without converting it.
-  const std::vector<at::Tensor> features = backbone_->forward(
-      images.device().is_cpu() ? images.contiguous(at::MemoryFormat::ChannelsLast) : images);
+  const std::vector<at::Tensor> pyramid = Pyramid(backbone_, images);
+  // The RPN and RoI heads in full precision (see AutocastOff).
   AutocastOff full_precision(images.device().type());
-  const std::vector<at::Tensor> pyramid = ToFloat(features);
   std::vector<at::Tensor> gt_boxes;
   for (const InstanceTargets& t : targets) gt_boxes.push_back(t.boxes);
   RpnOutput rpn = rpn_->forward(pyramid, images.size(2), images.size(3), image_sizes, &gt_boxes);
@@ -310,12 +315,9 @@ std::map<std::string, at::Tensor> MaskRCNN::LossesFor(
 
 std::vector<Detections> MaskRCNN::Detect(
     const at::Tensor& images, const std::vector<std::pair<int64_t, int64_t>>& image_sizes) {
-  // On the CPU the backbone runs channels-last: oneDNN's convolutions skip their reorders from
-  // and to NCHW, and RoIAlign samples the pyramid without converting it.
-  const std::vector<at::Tensor> features = backbone_->forward(
-      images.device().is_cpu() ? images.contiguous(at::MemoryFormat::ChannelsLast) : images);
+  const std::vector<at::Tensor> pyramid = Pyramid(backbone_, images);
+  // The RPN and RoI heads in full precision (see AutocastOff).
   AutocastOff full_precision(images.device().type());
-  const std::vector<at::Tensor> pyramid = ToFloat(features);
   RpnOutput rpn = rpn_->forward(pyramid, images.size(2), images.size(3), image_sizes, nullptr);
   const std::vector<at::Tensor> pooled_levels(pyramid.begin(), pyramid.begin() + 4);
   return roi_heads_->forward(pooled_levels, rpn.proposals, image_sizes, nullptr).detections;
