@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/nesting.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
 #include "google/protobuf/any.pb.h"
@@ -216,9 +217,12 @@ void MergeAnyAware(const google::protobuf::Message& from, google::protobuf::Mess
 
 absl::Status MergeConfigText(const std::string& text, const std::string& source,
                              TrainPipelineConfig* config) {
+  VISION_RETURN_IF_ERROR(CheckNesting(source, text, TextSyntax::kProtoText,
+                                      "a pipeline config nests at most about 8 deep"));
   ErrorCollector errors(source);
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
+  parser.SetRecursionLimit(kMaxNestingDepth);
   TrainPipelineConfig parsed;
   if (!parser.ParseFromString(text, &parsed)) {
     std::string message = errors.errors().empty() ? absl::StrCat(source, ": parse error")

@@ -3,12 +3,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/nesting.h"
 #include "core/run_length_mask.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -312,6 +314,10 @@ absl::Status CocoEvaluator::MergeState(const std::string& state) {
     return absl::InvalidArgumentError(
         absl::StrCat("COCO MergeState: expected another COCO evaluator's SerializeState(): ", why));
   };
+  if (const std::optional<size_t> deep = core::FindExcessNesting(state, core::TextSyntax::kJson)) {
+    return invalid(absl::StrCat("lists and objects nest more than ", core::kMaxNestingDepth,
+                                " deep at byte ", *deep));
+  }
   Json root;
   try {
     root = Json::parse(state);

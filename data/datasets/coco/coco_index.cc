@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/nesting.h"
 #include "core/run_length_mask.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
@@ -270,7 +271,7 @@ struct RootField {
 
 class RootScanner {
  public:
-  enum Result { kOk, kNotAnObject, kMalformed };
+  enum Result { kOk, kNotAnObject, kMalformed, kTooDeep };
 
   explicit RootScanner(uint64_t window_bytes)
       : window_bytes_(std::max<uint64_t>(window_bytes, 1)) {}
@@ -281,7 +282,7 @@ class RootScanner {
     const char* p = data;
     const char* const end = data + size;
     auto at = [&](const char* q) { return offset_ + static_cast<uint64_t>(q - data); };
-    while (p < end && state_ != kFailed && state_ != kNotObject) {
+    while (p < end && state_ != kFailed && state_ != kNotObject && state_ != kNestedTooDeep) {
       if (in_string_) {
         if (escaped_) {
           escaped_ = false;
@@ -307,10 +308,14 @@ class RootScanner {
             in_string_ = true;
             break;
           case '[':
-            stack_.push_back(']');
-            break;
           case '{':
-            stack_.push_back('}');
+            // The one place where depth grows inside a field: the guard against input that
+            // would exhaust the stack of a recursive pass (core/nesting.h).
+            stack_.push_back(*p == '[' ? ']' : '}');
+            if (stack_.size() > static_cast<size_t>(core::kMaxNestingDepth)) {
+              state_ = kNestedTooDeep;
+              too_deep_at_ = at(p);
+            }
             break;
           case ',':  // between two elements of the field's list
             if (at(p) - window_begin_ >= window_bytes_) {
@@ -338,16 +343,19 @@ class RootScanner {
       ++p;
     }
     offset_ += size;
-    return state_ != kFailed && state_ != kNotObject;
+    return state_ != kFailed && state_ != kNotObject && state_ != kNestedTooDeep;
   }
 
   // After the last byte.
   Result Finish() {
     if (state_ == kNotObject) return kNotAnObject;
+    if (state_ == kNestedTooDeep) return kTooDeep;
     return state_ == kAfterRoot && !in_string_ ? kOk : kMalformed;
   }
 
   std::vector<RootField> TakeFields() { return std::move(fields_); }
+  // With kTooDeep: the offset of the bracket one deeper than core::kMaxNestingDepth.
+  uint64_t too_deep_at() const { return too_deep_at_; }
 
  private:
   enum State {
@@ -362,6 +370,7 @@ class RootScanner {
     kAfterValue,
     kAfterRoot,
     kNotObject,
+    kNestedTooDeep,
     kFailed,
   };
 
@@ -475,6 +484,7 @@ class RootScanner {
   RootField field_;          // being read
   uint64_t value_begin_ = 0;
   uint64_t window_begin_ = 0;
+  uint64_t too_deep_at_ = 0;
   std::vector<RootField> fields_;
 };
 
@@ -487,6 +497,7 @@ class JsonParser {
   // `hash` (if not null) receives the hash of the file's bytes.
   absl::StatusOr<CocoIndexArrays> Parse(uint64_t* hash) {
     absl::Status status = Scan(hash);
+    if (!nesting_error_.ok()) return nesting_error_;
     if (status.ok()) status = ParseDocument();
     if (!io_error_.ok()) return io_error_;
     if (syntax_error_ != simdjson::SUCCESS) return SyntaxError(syntax_error_);
@@ -528,6 +539,9 @@ class JsonParser {
       case RootScanner::kNotAnObject:
         return InFile("", Invalid("the top level is not an object with \"images\", "
                                   "\"annotations\" and \"categories\""));
+      case RootScanner::kTooDeep:
+        nesting_error_ = CocoNestingError(json_path_, scanner.too_deep_at());
+        return nesting_error_;
       case RootScanner::kMalformed:
         break;
     }
@@ -1448,6 +1462,7 @@ class JsonParser {
   size_t window_capacity_ = 0;
   const char* window_end_ = nullptr;
   absl::Status io_error_;
+  absl::Status nesting_error_;
   simdjson::error_code syntax_error_ = simdjson::SUCCESS;
   CocoIndexArrays arrays_;
   std::vector<int64_t> image_ids_;  // of arrays_.images, sorted
@@ -1564,6 +1579,14 @@ absl::StatusOr<uint64_t> ChecksumOfFile(int fd, uint64_t size) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+
+absl::Status CocoNestingError(const std::string& json_path, uint64_t offset) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      json_path, ": byte ", offset, ": lists and objects nest more than ", core::kMaxNestingDepth,
+      " deep; a COCO instances file nests at most 5 deep (root, \"annotations\", an annotation, "
+      "\"segmentation\", a polygon), so the file is damaged or not a COCO file (refused before "
+      "parsing: nesting this deep would exhaust the parser's stack)"));
+}
 
 core::ObjectInstance CocoIndex::Object(const CocoAnnotationRecord& annotation,
                                        const CocoImageRecord& image) const {

@@ -62,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -196,6 +197,10 @@ class CocoIndex {
 
   friend absl::StatusOr<CocoIndex> OpenCocoIndex(const std::string&, const CocoCacheOptions&);
 };
+
+// The error for a file whose lists and objects nest deeper than core::kMaxNestingDepth, with
+// the byte offset of the first bracket too deep (core/nesting.h).
+absl::Status CocoNestingError(const std::string& json_path, uint64_t offset);
 
 // The checksum a cache file's header holds: of its `size` bytes, the checksum field read as 0.
 // Exposed for tests that forge caches.

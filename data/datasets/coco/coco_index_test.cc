@@ -263,6 +263,46 @@ TEST(CocoIndexTest, SyntaxErrorsNameTheByte) {
   EXPECT_THAT(status.message(), HasSubstr("cut.json: malformed JSON at byte "));
 }
 
+// A 200 KB file whose one segmentation is 100,000 nested empty lists once overflowed the stack
+// of the error path's excerpt (nlohmann's recursive dump()) and killed the process; nesting
+// beyond core::kMaxNestingDepth is now refused, naming the byte, on every path: the index, the
+// reference reader, and nesting in a field the index only skips.
+TEST(CocoIndexTest, DeepNestingIsAnErrorNamingTheByteNotACrash) {
+  const std::string dir = TempDir("deep");
+  const std::string head =
+      R"({"images": [{"id": 1, "file_name": "a.png", "width": 4, "height": 4}], )"
+      R"("categories": [{"id": 1, "name": "x"}], "annotations": [{"id": 1, "image_id": 1, )"
+      R"("category_id": 1, "bbox": [0, 0, 2, 2], "segmentation": )";
+  const int depth = 100000;
+  std::ofstream(fs::path(dir) / "deep.json")
+      << head << std::string(depth, '[') << std::string(depth, ']') << "}]}";
+  // The root object is depth 1, the list of annotations 2, an annotation 3: the 98th bracket
+  // of the segmentation is the 101st.
+  const size_t too_deep = head.size() + 97;
+  CocoOptions options = Uncached(Options(dir, "deep.json"));
+  options.set_empty_images(CocoOptions::KEEP);
+  const absl::Status status = CocoDataset::Create(options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr(absl::StrCat("deep.json: byte ", too_deep,
+                                           ": lists and objects nest more than 100 deep")),
+                    HasSubstr("COCO instances file nests at most 5 deep")));
+  EXPECT_EQ(ReadCocoReference(options).status(), status);
+  // At the limit the file is read, and its too-deep segmentation is reported as such.
+  std::ofstream(fs::path(dir) / "limit.json")
+      << head << std::string(97, '[') << std::string(97, ']') << "}]}";
+  const absl::Status at_limit =
+      CocoDataset::Create(Uncached(Options(dir, "limit.json"))).status();
+  EXPECT_THAT(at_limit.message(), Not(HasSubstr("nest more than"))) << at_limit;
+  // In a root field the reader does not use, and in the cache-building path.
+  std::ofstream(fs::path(dir) / "info.json")
+      << R"({"info": )" << std::string(depth, '{') << std::string(depth, '}') << ", "
+      << head.substr(1) << "[]}]}";
+  const absl::Status info =
+      CocoDataset::Create(Cached(Options(dir, "info.json"), TempDir("deep_cache"))).status();
+  EXPECT_THAT(info.message(), HasSubstr("info.json: byte 108: lists and objects nest more than"));
+}
+
 // --- Windows (see "Windows" in coco_index.cc): the file is parsed a run of list elements at a
 // time; where the runs are cut must change nothing.
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <system_error>
@@ -17,9 +18,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/nesting.h"
 #include "core/run_length_mask.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
+#include "data/datasets/coco/coco_index.h"
 
 namespace vision::data::datasets::coco {
 namespace {
@@ -360,6 +363,9 @@ absl::StatusOr<ReferenceCoco> ReadCocoReference(const CocoOptions& options) {
                              std::move(status));
   };
 
+  if (const std::optional<size_t> deep = core::FindExcessNesting(text, core::TextSyntax::kJson)) {
+    return CocoNestingError(json_path, *deep);
+  }
   Json root;
   try {
     root = Json::parse(text);
