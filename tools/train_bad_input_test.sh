@@ -38,7 +38,7 @@ expect_error bad_override "--override #1 'optimizer { lr: }'" --config=${c}/unkn
 expect_error no_config "--config is required"
 # A dataset whose images and ground truth do not pair up is refused before anything is written.
 orphans='options { [type.googleapis.com/vision.data.datasets.ICDAR2015Options] { root: "testdata/icdar2015/bad/orphans" image_dir: "images" gt_dir: "gt" } }'
-expect_error unpaired_files "1 ground-truth (gt_<image>.txt) file in 'testdata/icdar2015/bad/orphans/gt' has no image" \
+expect_error unpaired_files "1 ground-truth (gt_img_<N>.txt) file in 'testdata/icdar2015/bad/orphans/gt' has no image" \
   --config=${c}/dbnet_smoke.pbtxt --override="train_data { dataset { ${orphans} } }"
 # This machine has no GPU (CI's neither): a CUDA device is refused at start-up, naming the build.
 # Where a GPU is visible the case does not apply and counts as passed.

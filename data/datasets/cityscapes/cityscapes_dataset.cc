@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <system_error>
@@ -59,13 +60,20 @@ absl::Status CheckDirectory(const std::string& path, absl::string_view what,
       fs::exists(path, error) ? "is not a directory" : "does not exist", " (", hint, ")"));
 }
 
-// Names of the entries of `dir` that pass `keep`, sorted.
-template <typename Keep>
-absl::StatusOr<std::vector<std::string>> SortedEntries(const std::string& dir, Keep keep) {
+// Names of the entries of `dir` that pass `keep`, sorted. Regular files that fail `of_format`
+// (not of a Cityscapes name: a readme.txt, Thumbs.db) go to *other as "<prefix><name>".
+template <typename Keep, typename OfFormat>
+absl::StatusOr<std::vector<std::string>> SortedEntries(const std::string& dir, Keep keep,
+                                                       OfFormat of_format, OtherFiles* other,
+                                                       absl::string_view prefix) {
   std::vector<std::string> names;
   std::error_code error;
   for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-    if (keep(*it)) names.push_back(it->path().filename().string());
+    if (keep(*it)) {
+      names.push_back(it->path().filename().string());
+    } else if (it->is_regular_file(error) && !of_format(it->path().filename().string())) {
+      other->Add(absl::StrCat(prefix, it->path().filename().string()));
+    }
   }
   if (error) {
     return absl::UnavailableError(
@@ -73,6 +81,19 @@ absl::StatusOr<std::vector<std::string>> SortedEntries(const std::string& dir, K
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+bool IsDirectory(const fs::directory_entry& entry) {
+  std::error_code error;
+  return entry.is_directory(error);
+}
+
+bool OnlyKeptAreOfFormat(const std::string&) { return false; }
+
+// Any of the files of gtFine's archive: <city>_<seq>_<frame>_gtFine_<kind>.png or .json.
+bool IsGtFineName(const std::string& name) {
+  return absl::StrContains(name, "_gtFine_") &&
+         (absl::EndsWith(name, ".png") || absl::EndsWith(name, ".json"));
 }
 
 std::string DescribeMatType(const cv::Mat& mat) {
@@ -132,7 +153,8 @@ std::string CityscapesDataset::LabelFileName(absl::string_view image_file_name, 
 
 CityscapesDataset::CityscapesDataset(std::string root, std::string split, std::string image_dir,
                                      std::string label_dir, LabelType label_type, int num_cities,
-                                     std::vector<Image> images, std::string unpaired_warning)
+                                     std::vector<Image> images, std::string unpaired_warning,
+                                     std::string other_files)
     : root_(std::move(root)),
       split_(std::move(split)),
       image_dir_(std::move(image_dir)),
@@ -140,7 +162,8 @@ CityscapesDataset::CityscapesDataset(std::string root, std::string split, std::s
       label_type_(label_type),
       num_cities_(num_cities),
       images_(std::move(images)),
-      unpaired_warning_(std::move(unpaired_warning)) {}
+      unpaired_warning_(std::move(unpaired_warning)),
+      other_files_(std::move(other_files)) {}
 
 absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
     const CityscapesOptions& options) {
@@ -174,11 +197,12 @@ absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
                          "; set label_dir to use another directory")
           : absl::StrCat("from CityscapesOptions.label_dir '", options.label_dir(), "'")));
 
-  VISION_ASSIGN_OR_RETURN(const std::vector<std::string> cities,
-                          SortedEntries(image_dir, [](const fs::directory_entry& entry) {
-                            std::error_code error;
-                            return entry.is_directory(error);
-                          }));
+  // Only Cityscapes' own names take part in pairing (README, "Data policies"); other files are
+  // counted for the summary.
+  OtherFiles other_files;
+  VISION_ASSIGN_OR_RETURN(
+      const std::vector<std::string> cities,
+      SortedEntries(image_dir, IsDirectory, OnlyKeptAreOfFormat, &other_files, ""));
   // Orphans (README, "Data policies"): label maps are paired with images city by city.
   const std::string label_suffix = absl::StrCat("_gtFine_", LabelTypeName(label_type), ".png");
   auto is_label_map = [&label_suffix](const fs::directory_entry& entry) {
@@ -191,19 +215,24 @@ absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
   int num_cities = 0;
   for (const std::string& city : cities) {
     const std::string city_image_dir = (fs::path(image_dir) / city).string();
-    VISION_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                            SortedEntries(city_image_dir, [](const fs::directory_entry& entry) {
-                              std::error_code error;
-                              return entry.is_regular_file(error) &&
-                                     absl::EndsWith(entry.path().filename().string(), kImageSuffix);
-                            }));
+    VISION_ASSIGN_OR_RETURN(
+        std::vector<std::string> names,
+        SortedEntries(
+            city_image_dir,
+            [](const fs::directory_entry& entry) {
+              std::error_code error;
+              return entry.is_regular_file(error) &&
+                     absl::EndsWith(entry.path().filename().string(), kImageSuffix);
+            },
+            OnlyKeptAreOfFormat, &other_files, absl::StrCat(city, "/")));
     if (names.empty()) continue;
     const std::string city_label_dir = (fs::path(label_dir) / city).string();
     VISION_RETURN_IF_ERROR(
         CheckDirectory(city_label_dir, "label",
                        absl::StrCat("the labels of the images in '", city_image_dir, "'")));
     VISION_ASSIGN_OR_RETURN(const std::vector<std::string> label_names,
-                            SortedEntries(city_label_dir, is_label_map));
+                            SortedEntries(city_label_dir, is_label_map, IsGtFineName,
+                                          &other_files, absl::StrCat(city, "/")));
     std::set<std::string> labels(label_names.begin(), label_names.end());
     bool paired = false;
     for (std::string& name : names) {
@@ -225,16 +254,16 @@ absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
                                             "' (expected <city>/<city>_*", kImageSuffix, ")"));
   }
   // Label maps of cities that have no images.
-  VISION_ASSIGN_OR_RETURN(const std::vector<std::string> label_cities,
-                          SortedEntries(label_dir, [](const fs::directory_entry& entry) {
-                            std::error_code error;
-                            return entry.is_directory(error);
-                          }));
+  VISION_ASSIGN_OR_RETURN(
+      const std::vector<std::string> label_cities,
+      SortedEntries(label_dir, IsDirectory, OnlyKeptAreOfFormat, &other_files, ""));
   const std::set<std::string> image_cities(cities.begin(), cities.end());
   for (const std::string& city : label_cities) {
     if (image_cities.count(city) > 0) continue;
-    VISION_ASSIGN_OR_RETURN(const std::vector<std::string> label_names,
-                            SortedEntries((fs::path(label_dir) / city).string(), is_label_map));
+    VISION_ASSIGN_OR_RETURN(
+        const std::vector<std::string> label_names,
+        SortedEntries((fs::path(label_dir) / city).string(), is_label_map, IsGtFineName,
+                      &other_files, absl::StrCat(city, "/")));
     for (const std::string& label : label_names) {
       unpaired.annotations.push_back(absl::StrCat(city, "/", label));
     }
@@ -247,9 +276,16 @@ absl::StatusOr<std::unique_ptr<CityscapesDataset>> CityscapesDataset::Create(
     return absl::NotFoundError(absl::StrCat("Cityscapes: no image in '", image_dir,
                                             "' has its label map in '", label_dir, "'"));
   }
-  return std::unique_ptr<CityscapesDataset>(
-      new CityscapesDataset(options.root(), options.split(), image_dir, label_dir, label_type,
-                            num_cities, std::move(images), std::move(unpaired_warning)));
+  if (other_files.count() > 0) {
+    std::fprintf(stderr,
+                 "note: Cityscapes: %s in '%s' and '%s': not <city>/<name>%s or "
+                 "<city>/<name>_gtFine_*\n",
+                 other_files.Describe().c_str(), image_dir.c_str(), label_dir.c_str(),
+                 kImageSuffix);
+  }
+  return std::unique_ptr<CityscapesDataset>(new CityscapesDataset(
+      options.root(), options.split(), image_dir, label_dir, label_type, num_cities,
+      std::move(images), std::move(unpaired_warning), other_files.Describe()));
 }
 
 absl::StatusOr<core::Sample> CityscapesDataset::Load(int64_t index) const {
@@ -290,6 +326,7 @@ std::string CityscapesDataset::Describe() const {
                    ", labels=", label_dir_, ", label_type=", LabelTypeName(label_type_),
                    "): ", Size(), " samples in ", num_cities_, " cities");
   if (!unpaired_warning_.empty()) absl::StrAppend(&text, "; ", unpaired_warning_);
+  if (!other_files_.empty()) absl::StrAppend(&text, "; ", other_files_);
   return text;
 }
 

@@ -39,7 +39,8 @@ class CityscapesDataset : public core::Dataset {
   // Lists the split's cities and their *_leftImg8bit.png images, both in sorted order, and checks
   // that every city has a label directory; a missing directory, or an image directory without
   // images, is an error naming the expected path. Images and label maps must pair up (see
-  // allow_unpaired_files in cityscapes.proto).
+  // allow_unpaired_files in cityscapes.proto). Only Cityscapes' own names take part: other
+  // files (a readme.txt, Thumbs.db) are ignored and counted in Describe().
   static absl::StatusOr<std::unique_ptr<CityscapesDataset>> Create(
       const CityscapesOptions& options);
 
@@ -64,7 +65,8 @@ class CityscapesDataset : public core::Dataset {
 
   CityscapesDataset(std::string root, std::string split, std::string image_dir,
                     std::string label_dir, LabelType label_type, int num_cities,
-                    std::vector<Image> images, std::string unpaired_warning);
+                    std::vector<Image> images, std::string unpaired_warning,
+                    std::string other_files);
 
   const std::string root_;
   const std::string split_;
@@ -76,6 +78,7 @@ class CityscapesDataset : public core::Dataset {
   const std::vector<Image> images_;
   // For Describe(): what was skipped while listing.
   const std::string unpaired_warning_;
+  const std::string other_files_;  // "2 other files ignored (readme.txt, aachen/Thumbs.db)" or ""
 };
 
 }  // namespace vision::data::datasets::cityscapes

@@ -21,6 +21,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Tests run in the runfiles tree of the workspace, so data paths are workspace-relative.
 constexpr char kRoot[] = "testdata/cityscapes";
@@ -355,6 +356,20 @@ TEST(CityscapesDatasetTest, UnpairedFilesAreAnErrorNamingThem) {
                       "'testdata/cityscapes/bad/leftImg8bit/train' "
                       "(wrong_size/wrong_size_000000_000001_gtFine_labelIds.png)"),
             HasSubstr("CityscapesOptions.allow_unpaired_files: true")));
+}
+
+TEST(CityscapesDatasetTest, OtherFilesDoNotTakePartInPairingAndAreCounted) {
+  // other_files/: a README beside the cities, Thumbs.db beside the image, .DS_Store and
+  // notes.txt beside the label maps; the instanceIds and polygons files are Cityscapes' own.
+  std::unique_ptr<CityscapesDataset> dataset =
+      MakeDataset(Options("testdata/cityscapes/other_files"));
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_EQ(dataset->Size(), 1);
+  EXPECT_THAT(dataset->Describe(),
+              AllOf(HasSubstr("1 samples in 1 cities; 4 other files ignored ("),
+                    HasSubstr("README"), HasSubstr("aachen/Thumbs.db"),
+                    HasSubstr("aachen/.DS_Store"), HasSubstr("aachen/notes.txt")));
+  EXPECT_THAT(dataset->Describe(), Not(HasSubstr("polygons")));
 }
 
 CityscapesOptions AllowUnpaired(CityscapesOptions options) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,6 +18,21 @@ std::string FirstNames(const std::vector<std::string>& names) {
 }
 
 }  // namespace
+
+void OtherFiles::Add(std::string name) {
+  ++count_;
+  if (first_.size() < static_cast<size_t>(kMaxNamedFiles)) first_.push_back(std::move(name));
+}
+
+std::string OtherFiles::Describe() const {
+  if (count_ == 0) return "";
+  std::string text = absl::StrCat(count_, count_ == 1 ? " other file" : " other files",
+                                  " ignored (", absl::StrJoin(first_, ", "));
+  if (count_ > static_cast<int64_t>(first_.size())) {
+    absl::StrAppend(&text, ", and ", count_ - static_cast<int64_t>(first_.size()), " more");
+  }
+  return absl::StrCat(text, ")");
+}
 
 std::string DescribeUnpaired(const UnpairedFiles& unpaired, absl::string_view annotation,
                              absl::string_view image_dir, absl::string_view annotation_dir) {

@@ -5,6 +5,7 @@
 #ifndef VISION_DATA_DATASETS_COMMON_FILE_PAIRING_H_
 #define VISION_DATA_DATASETS_COMMON_FILE_PAIRING_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,21 @@ struct UnpairedFiles {
   std::vector<std::string> images;
   std::vector<std::string> annotations;
   bool empty() const { return images.empty() && annotations.empty(); }
+};
+
+// Files in a listed directory that are not of the format's naming pattern: ignored by pairing,
+// counted with their first names for the summary.
+class OtherFiles {
+ public:
+  // `name` relative to the listed directory.
+  void Add(std::string name);
+  int64_t count() const { return count_; }
+  // "2 other files ignored (readme.txt, Thumbs.db)"; empty when there were none.
+  std::string Describe() const;
+
+ private:
+  int64_t count_ = 0;
+  std::vector<std::string> first_;  // at most kMaxNamedFiles
 };
 
 // "3 images in '<image_dir>' have no <annotation> in '<annotation_dir>' (img_3.jpg, ...); 1

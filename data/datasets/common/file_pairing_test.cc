@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -46,6 +47,16 @@ TEST(FilePairingTest, AllowedUnpairedFilesGiveAWarningWithTheCounts) {
       ApplyPairingPolicy("Fmt", unpaired, "label", "i", "l", "FmtOptions.allow", true, &warning)
           .ok());
   EXPECT_EQ(warning, "skipped 0 images without label and 1 label files without image");
+}
+
+TEST(FilePairingTest, OtherFilesAreCountedWithTheFirstNames) {
+  OtherFiles other;
+  EXPECT_EQ(other.Describe(), "") << "nothing ignored, nothing said";
+  other.Add("readme.txt");
+  EXPECT_EQ(other.Describe(), "1 other file ignored (readme.txt)");
+  for (int i = 0; i < 6; ++i) other.Add(absl::StrCat("x", i));
+  EXPECT_EQ(other.count(), 7);
+  EXPECT_EQ(other.Describe(), "7 other files ignored (readme.txt, x0, x1, x2, x3, and 2 more)");
 }
 
 }  // namespace

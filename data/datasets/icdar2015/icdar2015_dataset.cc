@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -59,10 +60,30 @@ std::string Excerpt(absl::string_view line) {
   return absl::StrCat(line.substr(0, kMax), "...");
 }
 
-bool IsImageFile(const fs::path& path) {
-  std::string extension = absl::AsciiStrToLower(path.extension().string());
-  return extension == ".jpg" || extension == ".jpeg" || extension == ".png";
+// Whether `name` is "<prefix><digits><suffix>"; the suffix compares in any case.
+bool IsNumberedName(absl::string_view name, absl::string_view prefix,
+                    absl::string_view suffix) {
+  if (!absl::ConsumePrefix(&name, prefix) || name.size() <= suffix.size() ||
+      !absl::EqualsIgnoreCase(name.substr(name.size() - suffix.size()), suffix)) {
+    return false;
+  }
+  name.remove_suffix(suffix.size());
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
 }
+
+}  // namespace
+
+bool IsIcdarImageName(absl::string_view name) {
+  return IsNumberedName(name, "img_", ".jpg") || IsNumberedName(name, "img_", ".jpeg") ||
+         IsNumberedName(name, "img_", ".png");
+}
+
+bool IsIcdarGroundTruthName(absl::string_view name) {
+  return IsNumberedName(name, "gt_img_", ".txt");
+}
+
+namespace {
 
 // `path` if absolute, else `path` under `root`.
 std::string ResolveUnder(const std::string& root, const std::string& path) {
@@ -116,13 +137,6 @@ absl::StatusOr<core::TextInstance> ParseLine(absl::string_view line, cv::Size im
   }
   for (int i = 0; i < kNumCoordinates; i += 2) {
     instance.polygon.emplace_back(values[i], values[i + 1]);
-  }
-  std::set<std::pair<float, float>> distinct;
-  for (const cv::Point2f& p : instance.polygon) distinct.emplace(p.x, p.y);
-  if (distinct.size() < 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the polygon has only ", distinct.size(),
-        " distinct point(s); a text region needs at least 3 (in '", Excerpt(line), "')"));
   }
   const absl::string_view transcription = fields[kNumCoordinates];
   size_t bad = 0;
@@ -297,14 +311,16 @@ std::string ICDAR2015Dataset::GroundTruthFileName(absl::string_view image_file_n
 
 ICDAR2015Dataset::ICDAR2015Dataset(std::string root, std::string split, std::string image_dir,
                                    std::string gt_dir, std::vector<std::string> image_names,
-                                   std::string unpaired_warning, GroundTruthRepairs repairs)
+                                   std::string unpaired_warning, GroundTruthRepairs repairs,
+                                   std::string other_files)
     : root_(std::move(root)),
       split_(std::move(split)),
       image_dir_(std::move(image_dir)),
       gt_dir_(std::move(gt_dir)),
       image_names_(std::move(image_names)),
       unpaired_warning_(std::move(unpaired_warning)),
-      repairs_(std::move(repairs)) {}
+      repairs_(std::move(repairs)),
+      other_files_(std::move(other_files)) {}
 
 absl::StatusOr<std::unique_ptr<ICDAR2015Dataset>> ICDAR2015Dataset::Create(
     const ICDAR2015Options& options) {
@@ -335,11 +351,18 @@ absl::StatusOr<std::unique_ptr<ICDAR2015Dataset>> ICDAR2015Dataset::Create(
                                         "; set gt_dir to use another directory")
                          : absl::StrCat("from ICDAR2015Options.gt_dir '", options.gt_dir(), "'")));
 
+  // Only the format's own names take part in pairing (README, "Data policies"); other files,
+  // a readme.txt or Thumbs.db, are counted for the summary.
   std::vector<std::string> image_names;
+  OtherFiles other_files;
   std::error_code error;
   for (fs::directory_iterator it(image_dir, error), end; !error && it != end; it.increment(error)) {
-    if (it->is_regular_file(error) && IsImageFile(it->path())) {
-      image_names.push_back(it->path().filename().string());
+    if (!it->is_regular_file(error)) continue;
+    std::string name = it->path().filename().string();
+    if (IsIcdarImageName(name)) {
+      image_names.push_back(std::move(name));
+    } else {
+      other_files.Add(std::move(name));
     }
   }
   if (error) {
@@ -347,8 +370,9 @@ absl::StatusOr<std::unique_ptr<ICDAR2015Dataset>> ICDAR2015Dataset::Create(
         absl::StrCat("ICDAR2015: cannot list '", image_dir, "': ", error.message()));
   }
   if (image_names.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("ICDAR2015: no images (*.jpg, *.jpeg, *.png) in '", image_dir, "'"));
+    const std::string other = other_files.Describe();
+    return absl::NotFoundError(absl::StrCat("ICDAR2015: no images (img_<N>.jpg, .jpeg or .png) in '",
+                                            image_dir, "'", other.empty() ? "" : "; ", other));
   }
   std::sort(image_names.begin(), image_names.end(),
             [](const std::string& a, const std::string& b) { return NaturalLess(a, b); });
@@ -357,9 +381,12 @@ absl::StatusOr<std::unique_ptr<ICDAR2015Dataset>> ICDAR2015Dataset::Create(
   // ground-truth file its image.
   std::set<std::string> gt_names;
   for (fs::directory_iterator it(gt_dir, error), end; !error && it != end; it.increment(error)) {
-    if (it->is_regular_file(error) &&
-        absl::AsciiStrToLower(it->path().extension().string()) == ".txt") {
-      gt_names.insert(it->path().filename().string());
+    if (!it->is_regular_file(error)) continue;
+    std::string name = it->path().filename().string();
+    if (IsIcdarGroundTruthName(name)) {
+      gt_names.insert(std::move(name));
+    } else {
+      other_files.Add(std::move(name));
     }
   }
   if (error) {
@@ -380,7 +407,7 @@ absl::StatusOr<std::unique_ptr<ICDAR2015Dataset>> ICDAR2015Dataset::Create(
             [](const std::string& a, const std::string& b) { return NaturalLess(a, b); });
   std::string unpaired_warning;
   VISION_RETURN_IF_ERROR(ApplyPairingPolicy(
-      "ICDAR2015", unpaired, "ground-truth (gt_<image>.txt)", image_dir, gt_dir,
+      "ICDAR2015", unpaired, "ground-truth (gt_img_<N>.txt)", image_dir, gt_dir,
       "ICDAR2015Options.allow_unpaired_files", options.allow_unpaired_files(), &unpaired_warning));
   if (paired.empty()) {
     return absl::NotFoundError(absl::StrCat("ICDAR2015: no image in '", image_dir,
@@ -398,9 +425,15 @@ absl::StatusOr<std::unique_ptr<ICDAR2015Dataset>> ICDAR2015Dataset::Create(
     std::fprintf(stderr, "warning: ICDAR2015 '%s': %s\n", gt_dir.c_str(),
                  repairs.Describe().c_str());
   }
-  return std::unique_ptr<ICDAR2015Dataset>(
-      new ICDAR2015Dataset(options.root(), options.split(), image_dir, gt_dir, std::move(paired),
-                           std::move(unpaired_warning), std::move(repairs)));
+  if (other_files.count() > 0) {
+    std::fprintf(stderr,
+                 "note: ICDAR2015: %s in '%s' and '%s': not named img_<N>.<jpg|jpeg|png> or "
+                 "gt_img_<N>.txt\n",
+                 other_files.Describe().c_str(), image_dir.c_str(), gt_dir.c_str());
+  }
+  return std::unique_ptr<ICDAR2015Dataset>(new ICDAR2015Dataset(
+      options.root(), options.split(), image_dir, gt_dir, std::move(paired),
+      std::move(unpaired_warning), std::move(repairs), other_files.Describe()));
 }
 
 absl::StatusOr<core::Sample> ICDAR2015Dataset::Load(int64_t index) const {
@@ -434,6 +467,7 @@ std::string ICDAR2015Dataset::Describe() const {
                    ", gt=", gt_dir_, "): ", Size(), " samples");
   if (!unpaired_warning_.empty()) absl::StrAppend(&text, "; ", unpaired_warning_);
   if (repairs_.total() > 0) absl::StrAppend(&text, "; ", repairs_.Describe());
+  if (!other_files_.empty()) absl::StrAppend(&text, "; ", other_files_);
   return text;
 }
 

@@ -15,7 +15,8 @@
 // naming file and line. A quadrilateral that is not a valid simple polygon
 // (core::IsValidSimplePolygon) is repaired, never dropped silently: a self-intersecting one
 // (a bow-tie, two vertices swapped) is replaced by its convex hull and keeps its care status;
-// one with zero area (collinear points), which no repair can give a shape, becomes don't-care.
+// one with zero area (collinear or coincident points), which no repair can give a shape, becomes
+// don't-care.
 // Describe() counts both over the dataset, with the first file and line.
 #ifndef VISION_DATA_DATASETS_ICDAR2015_ICDAR2015_DATASET_H_
 #define VISION_DATA_DATASETS_ICDAR2015_ICDAR2015_DATASET_H_
@@ -65,6 +66,11 @@ absl::StatusOr<std::vector<core::TextInstance>> ParseIcdarGroundTruth(
 // U+10FFFF); on failure *bad_offset is the offset of the first bad byte.
 bool IsValidUtf8(absl::string_view text, size_t* bad_offset);
 
+// The file names that take part in pairing: img_<N>.jpg (.jpeg, .png, in any case) and
+// gt_img_<N>.txt. Other files in the two directories are ignored and counted in Describe().
+bool IsIcdarImageName(absl::string_view name);
+bool IsIcdarGroundTruthName(absl::string_view name);
+
 // Compares file names so that embedded numbers sort by value: img_2 < img_10.
 bool NaturalLess(absl::string_view a, absl::string_view b);
 
@@ -90,7 +96,7 @@ class ICDAR2015Dataset : public core::Dataset {
  private:
   ICDAR2015Dataset(std::string root, std::string split, std::string image_dir, std::string gt_dir,
                    std::vector<std::string> image_names, std::string unpaired_warning,
-                   GroundTruthRepairs repairs);
+                   GroundTruthRepairs repairs, std::string other_files);
 
   const std::string root_;
   const std::string split_;
@@ -101,6 +107,7 @@ class ICDAR2015Dataset : public core::Dataset {
   // For Describe(): what was skipped or repaired while listing.
   const std::string unpaired_warning_;
   const GroundTruthRepairs repairs_;
+  const std::string other_files_;  // "2 other files ignored (readme.txt, Thumbs.db)" or ""
 };
 
 }  // namespace vision::data::datasets::icdar2015

@@ -100,14 +100,28 @@ TEST(ParseIcdarGroundTruthTest, ErrorsNameFileAndLine) {
       {"1,1,5,1,5,5,1,5,ok\n1,1,5,1,5,5,word\n", "g.txt:2: expected 8 coordinates"},
       {"1,1,5,1,5,5,1,x5,word\n", "g.txt:1: coordinate y4 is 'x5', not a number"},
       {"1,1,5,1,nan,5,1,5,word\n", "g.txt:1: coordinate x3 is 'nan'"},
-      {"\n\n1,1,1,1,1,1,1,1,dot\n", "g.txt:3: the polygon has only 1 distinct point"},
-      {"1,1,5,1,5,1,1,1,line\n", "g.txt:1: the polygon has only 2 distinct point"},
+      {"\n\n1,1,5,1,5,5,,5,empty\n", "g.txt:3: coordinate x4 is '', not a number"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<std::vector<core::TextInstance>> texts = ParseIcdarGroundTruth(c.text, "g.txt");
     ASSERT_FALSE(texts.ok()) << c.text;
     EXPECT_EQ(texts.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(texts.status().message(), HasSubstr(c.expected));
+  }
+}
+
+TEST(ParseIcdarGroundTruthTest, CoincidentPointsAreDontCareNotAnError) {
+  // MhLiao/DB loads such lines and marks them don't-care (area < 1); so do we, counted.
+  for (const char* line : {"1,1,1,1,1,1,1,1,dot\n", "1,1,5,1,5,1,1,1,two points\n"}) {
+    GroundTruthRepairs repairs;
+    absl::StatusOr<std::vector<core::TextInstance>> texts =
+        ParseIcdarGroundTruth(line, "g.txt", cv::Size(100, 50), &repairs);
+    ASSERT_TRUE(texts.ok()) << "expected '" << line << "' to load as don't-care, got "
+                            << texts.status();
+    ASSERT_EQ(texts->size(), 1u);
+    EXPECT_TRUE((*texts)[0].ignore) << line;
+    EXPECT_EQ(repairs.degenerate_ignored, 1) << line;
+    EXPECT_EQ(repairs.first, "g.txt:1") << line;
   }
 }
 
@@ -284,7 +298,7 @@ TEST(ICDAR2015DatasetTest, UnpairedFilesAreAnErrorNamingThem) {
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("1 image in 'testdata/icdar2015/bad/missing_gt/images' has no "
-                              "ground-truth (gt_<image>.txt) in "
+                              "ground-truth (gt_img_<N>.txt) in "
                               "'testdata/icdar2015/bad/missing_gt/gt' (img_1.jpg)"),
                     HasSubstr("has no image in 'testdata/icdar2015/bad/missing_gt/images' "
                               "(gt_img_2.txt)"),
@@ -302,8 +316,8 @@ TEST(ICDAR2015DatasetTest, AllowedUnpairedFilesAreSkippedAndCounted) {
   ASSERT_NE(dataset, nullptr);
   ASSERT_EQ(dataset->Size(), 1);
   EXPECT_THAT(dataset->Describe(),
-              HasSubstr("1 samples; skipped 1 images without ground-truth (gt_<image>.txt) and 1 "
-                        "ground-truth (gt_<image>.txt) files without image"));
+              HasSubstr("1 samples; skipped 1 images without ground-truth (gt_img_<N>.txt) and 1 "
+                        "ground-truth (gt_img_<N>.txt) files without image"));
   absl::StatusOr<core::Sample> sample = dataset->Load(0);
   ASSERT_TRUE(sample.ok()) << sample.status();
   EXPECT_EQ(sample->id, "img_1.jpg");
@@ -314,24 +328,48 @@ TEST(ICDAR2015DatasetTest, AllowedUnpairedFilesAreSkippedAndCounted) {
   EXPECT_EQ(ICDAR2015Dataset::Create(options).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(ICDAR2015DatasetTest, OtherFilesDoNotTakePartInPairingAndAreCounted) {
+  // readme.txt and .DS_Store beside the ground truth, Thumbs.db and cover.jpg beside the image.
+  std::unique_ptr<ICDAR2015Dataset> dataset = MakeDataset(BadOptions("other_files"));
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_EQ(dataset->Size(), 1);
+  EXPECT_THAT(dataset->Describe(),
+              AllOf(HasSubstr("1 samples; 4 other files ignored ("), HasSubstr("readme.txt"),
+                    HasSubstr(".DS_Store"), HasSubstr("Thumbs.db"), HasSubstr("cover.jpg")));
+
+  EXPECT_TRUE(IsIcdarImageName("img_1.jpg"));
+  EXPECT_TRUE(IsIcdarImageName("img_007.JPEG"));
+  EXPECT_TRUE(IsIcdarImageName("img_12.png"));
+  EXPECT_FALSE(IsIcdarImageName("img_.jpg"));
+  EXPECT_FALSE(IsIcdarImageName("img_1a.jpg"));
+  EXPECT_FALSE(IsIcdarImageName("cover.jpg"));
+  EXPECT_FALSE(IsIcdarImageName("img_1.gif"));
+  EXPECT_TRUE(IsIcdarGroundTruthName("gt_img_10.txt"));
+  EXPECT_FALSE(IsIcdarGroundTruthName("readme.txt"));
+  EXPECT_FALSE(IsIcdarGroundTruthName("gt_img_1.txt.bak"));
+}
+
 TEST(ICDAR2015DatasetTest, InvalidPolygonsAreRepairedAndCounted) {
   std::unique_ptr<ICDAR2015Dataset> dataset = MakeDataset(BadOptions("invalid_polygons"));
   ASSERT_NE(dataset, nullptr);
   EXPECT_THAT(dataset->Describe(),
-              HasSubstr("1 samples; 1 self-intersecting polygon replaced by the convex hull, 1 "
-                        "zero-area polygon made don't-care (first: "
+              HasSubstr("1 samples; 1 self-intersecting polygon replaced by the convex hull, 3 "
+                        "zero-area polygons made don't-care (first: "
                         "testdata/icdar2015/bad/invalid_polygons/gt/gt_img_1.txt:2)"));
   absl::StatusOr<core::Sample> sample = dataset->Load(0);
   ASSERT_TRUE(sample.ok()) << sample.status();
-  ASSERT_EQ(sample->texts.size(), 3u);
+  ASSERT_EQ(sample->texts.size(), 5u);
   EXPECT_FALSE(sample->texts[0].ignore);
   // The bow-tie (40,2) (60,2) (40,20) (60,20) is its hull, the 20 x 18 box, and stays a word.
   EXPECT_FALSE(sample->texts[1].ignore);
   EXPECT_EQ(sample->texts[1].transcription, "bowtie");
   EXPECT_TRUE(core::IsValidSimplePolygon(sample->texts[1].polygon));
   EXPECT_DOUBLE_EQ(core::PolygonArea(sample->texts[1].polygon), 360);
-  // The flat line cannot be repaired: don't-care, and counted above.
+  // The flat line, the four coincident points and the two distinct points cannot be repaired:
+  // don't-care, and counted above.
   EXPECT_TRUE(sample->texts[2].ignore);
+  EXPECT_TRUE(sample->texts[3].ignore);
+  EXPECT_TRUE(sample->texts[4].ignore);
 }
 
 TEST(ICDAR2015DatasetTest, ParseCountsRepairs) {
@@ -400,7 +438,7 @@ TEST(ICDAR2015DatasetTest, BadGroundTruthLinesNameFileAndLine) {
   const std::vector<std::string> expected = {
       gt + "gt_img_1.txt:2: expected 8 coordinates and a transcription",
       gt + "gt_img_2.txt:3: coordinate x2 is '2O', not a number",
-      gt + "gt_img_3.txt:1: the polygon has only 2 distinct point(s)",
+      gt + "gt_img_3.txt:1: coordinate x2 is '', not a number",
       gt + "gt_img_4.txt:1: point (200, 1) lies far outside the 64x48 image",
   };
   for (int64_t i = 0; i < dataset->Size(); ++i) {
