@@ -7,7 +7,7 @@ set -euo pipefail
 config=testdata/configs/dbnet_smoke.pbtxt
 out="${TEST_TMPDIR}/dbnet"
 log="${TEST_TMPDIR}/log.txt"
-distributed/launch/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
+tools/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
   --override="checkpoint { output_dir: \"${out}\" }" 2>&1 | tee "${log}"
 grep -q "SyncBatchNorm: 24 normalisation layers synchronised over 2 ranks" "${log}"
 grep -q "activation checkpointing: backbone.layer3, backbone.layer4" "${log}"
@@ -33,7 +33,7 @@ tools/infer --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
 [[ $(ls "${TEST_TMPDIR}"/infer/img_*.png | wc -l) -eq 3 ]]
 # The same run over the shared-memory backend with the timeline on: every rank writes a trace.
 shm_out="${TEST_TMPDIR}/dbnet_shm"
-distributed/launch/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
+tools/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
   --override="checkpoint { output_dir: \"${shm_out}\" } distributed { backend: SHM }
               logging { trace { start_step: 1 num_steps: 2 } }" 2>&1 | tee "${TEST_TMPDIR}/shm.log"
 grep -q "\[rank 0\]: step 3/3" "${TEST_TMPDIR}/shm.log"

@@ -26,7 +26,7 @@ cp testdata/icdar2015/bad/undecodable/gt/gt_img_1.txt \
 train() {  # train <log> <extra override>...
   local log="$1"
   shift
-  distributed/launch/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
+  tools/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
     --override="train_data { dataset { options { [type.googleapis.com/vision.data.datasets.ICDAR2015Options] { root: \"${data}\" } } } }" \
     --override="train_data { loader { on_bad_sample: SKIP } }" \
     --override="train { max_steps: 4 }" \

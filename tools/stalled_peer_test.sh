@@ -10,7 +10,7 @@ config=testdata/configs/dbnet_smoke.pbtxt
 # start <name> <max_steps> <max_restarts>: the launcher in the background; sets launcher_pid.
 start() {
   local name="$1" steps="$2" restarts="$3"
-  distributed/launch/launch --nproc_per_node=2 --master_port=0 --max_restarts="${restarts}" -- \
+  tools/launch --nproc_per_node=2 --master_port=0 --max_restarts="${restarts}" -- \
     tools/train --config="${config}" \
     --override="checkpoint { output_dir: \"${TEST_TMPDIR}/${name}\" every_n_steps: 5 }" \
     --override="train { max_steps: ${steps} }" \

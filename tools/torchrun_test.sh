@@ -22,7 +22,7 @@ port=$("${python}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 
   2>&1 | tee "${TEST_TMPDIR}/torchrun.log"
 grep -q "training ${steps} steps .* 2 ranks" "${TEST_TMPDIR}/torchrun.log"
 
-distributed/launch/launch --nproc_per_node=2 --master_port=0 -- \
+tools/launch --nproc_per_node=2 --master_port=0 -- \
   tools/train --config="${config}" --override="$(checkpoint "${TEST_TMPDIR}/launch")" \
   2>&1 | tee "${TEST_TMPDIR}/launch.log"
 grep -q "training ${steps} steps .* 2 ranks" "${TEST_TMPDIR}/launch.log"

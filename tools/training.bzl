@@ -44,7 +44,7 @@ def vision_training_target(
              (name, launcher_args))
     label = "//%s:%s" % (native.package_name(), name)
     trainer = name + "_bin"
-    launcher = "//distributed/launch"
+    launcher = "//tools:launch"
 
     native.cc_binary(
         name = trainer,

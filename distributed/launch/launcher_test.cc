@@ -43,7 +43,7 @@ using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
 // Runfiles paths, relative to the test's working directory.
-constexpr char kLauncher[] = "distributed/launch/launch";
+constexpr char kLauncher[] = "tools/launch";
 constexpr char kEnvWorker[] = "distributed/launch/env_worker";
 // Bound on any single launcher run; far above what each test needs.
 constexpr absl::Duration kRunTimeout = absl::Seconds(30);

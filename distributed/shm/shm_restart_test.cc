@@ -38,7 +38,7 @@ TEST(ShmRestartTest, KilledRankIsRestartedAndNoSegmentRemains) {
   ASSERT_GE(fd, 0);
   close(fd);
   const auto [code, output] =
-      RunCommand(absl::StrCat("distributed/launch/launch --nproc_per_node=2 --max_restarts=1 "
+      RunCommand(absl::StrCat("tools/launch --nproc_per_node=2 --max_restarts=1 "
                               "--master_port=",
                               port, " -- distributed/shm/shm_worker"));
   EXPECT_EQ(code, 0) << output;

@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-const char kLaunch[] = "distributed/launch/launch";
+const char kLaunch[] = "tools/launch";
 const char kTrain[] = "engine/testing/train_for_tests";
 
 std::string TempDir(const std::string& name) {

@@ -7,7 +7,7 @@ set -euo pipefail
 config=models/danet/testdata/danet_smoke.pbtxt
 out="${TEST_TMPDIR}/danet"
 log="${TEST_TMPDIR}/log.txt"
-distributed/launch/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
+tools/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
   --override="checkpoint { output_dir: \"${out}\" }" 2>&1 | tee "${log}"
 # ResNet-18's 20 normalisation layers, the head's 4 and the auxiliary head's 1.
 grep -q "SyncBatchNorm: 25 normalisation layers synchronised over 2 ranks" "${log}"

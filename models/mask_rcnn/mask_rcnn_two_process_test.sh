@@ -28,7 +28,7 @@ PY
 root="train_data { dataset { options { [type.googleapis.com/vision.data.datasets.CocoOptions] { root: \"${data}\" } } } } eval_data { dataset { options { [type.googleapis.com/vision.data.datasets.CocoOptions] { root: \"${data}\" } } } }"
 
 run() {  # <processes> <output dir> <extra override>
-  distributed/launch/launch --nproc_per_node="$1" --master_port=0 -- tools/train \
+  tools/launch --nproc_per_node="$1" --master_port=0 -- tools/train \
     --config="${config}" --override="${root}" \
     --override="checkpoint { output_dir: \"$2\" }" --override="$3" 2>&1 | tee "$2.log"
 }

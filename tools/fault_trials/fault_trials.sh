@@ -50,7 +50,7 @@ first_checkpoint=3
 
 bazel build //tools:train //tools:launch //tools:make_synthetic_text >&2
 train="${root}/bazel-bin/tools/train"
-launch="${root}/bazel-bin/distributed/launch/launch"
+launch="${root}/bazel-bin/tools/launch"
 if [[ ! -d "${data}/ch4_training_images" ]]; then
   echo "writing the synthetic dataset to ${data}" >&2
   bazel-bin/data/synthetic/make_synthetic_text --output_dir="${root}/${data}" >&2
