@@ -2,16 +2,17 @@
 # inspect_data writes one PNG per sample: the augmented image with its texts drawn, then the
 # four DBNet targets side by side (so 5 tiles wide), for the train split; eval without targets.
 set -euo pipefail
+source tools/testing/expect.sh
 root='options { [type.googleapis.com/vision.data.datasets.ICDAR2015Options] { root: "testdata/icdar2015" } }'
 out="${TEST_TMPDIR}/inspect"
 tools/inspect_data --config=models/dbnet/configs/quickstart.pbtxt --num=2 --output_dir="${out}/train" \
   --override="train_data { dataset { ${root} } }" | tee "${TEST_TMPDIR}/train.log"
 tools/inspect_data --config=models/dbnet/configs/quickstart.pbtxt --num=3 --split=eval \
   --output_dir="${out}/eval" --override="eval_data { dataset { ${root} } }" | tee "${TEST_TMPDIR}/eval.log"
-[[ $(ls "${out}/train"/*.png | wc -l) -eq 2 ]]
-[[ $(ls "${out}/eval"/*.png | wc -l) -eq $(ls testdata/icdar2015/ch4_test_images | wc -l) ]]
-grep -q "4 targets" "${TEST_TMPDIR}/train.log"
-grep -q "0 targets" "${TEST_TMPDIR}/eval.log"
+expect_eq "2" "$(ls "${out}/train"/*.png | wc -l)" "files ${out}/train/*.png"
+expect_eq "$(ls testdata/icdar2015/ch4_test_images | wc -l)" "$(ls "${out}/eval"/*.png | wc -l)" "files ${out}/eval/*.png"
+expect_grep "4 targets" "${TEST_TMPDIR}/train.log"
+expect_grep "0 targets" "${TEST_TMPDIR}/eval.log"
 # 256x256 crops: image + 4 target maps side by side = 1280 wide (PNG IHDR width at bytes 16-19).
 width=$(od -An -tu1 -j16 -N4 "$(ls "${out}/train"/*.png | head -n 1)" | awk '{print $1*16777216+$2*65536+$3*256+$4}')
 [[ "${width}" -eq 1280 ]] || { echo "unexpected width ${width}"; exit 1; }
@@ -21,13 +22,13 @@ width=$(od -An -tu1 -j16 -N4 "$(ls "${out}/train"/*.png | head -n 1)" | awk '{pr
 # objects; Cityscapes 3 train images, 16x8 scaled x4.
 tools/inspect_data --config=testdata/configs/inspect_coco.pbtxt --num=10 \
   --output_dir="${out}/coco" | tee "${TEST_TMPDIR}/coco.log"
-[[ $(ls "${out}/coco"/*.png | wc -l) -eq 4 ]]
-[[ $(grep -c "0 targets" "${TEST_TMPDIR}/coco.log") -eq 4 ]]
+expect_eq "4" "$(ls "${out}/coco"/*.png | wc -l)" "files ${out}/coco/*.png"
+expect_eq "4" "$(grep -c "0 targets" "${TEST_TMPDIR}/coco.log")" "lines with 0 targets in ${TEST_TMPDIR}/coco.log"
 objects=$(sed -n 's/.*texts, \([0-9]*\) objects.*/\1/p' "${TEST_TMPDIR}/coco.log" | awk '{n += $1} END {print n}')
 [[ "${objects}" -eq 6 ]] || { echo "expected 6 objects, saw ${objects}"; exit 1; }
 tools/inspect_data --config=testdata/configs/inspect_cityscapes.pbtxt --num=10 \
   --output_dir="${out}/cityscapes" | tee "${TEST_TMPDIR}/cityscapes.log"
-[[ $(ls "${out}/cityscapes"/*.png | wc -l) -eq 3 ]]
+expect_eq "3" "$(ls "${out}/cityscapes"/*.png | wc -l)" "files ${out}/cityscapes/*.png"
 width=$(od -An -tu1 -j16 -N4 "$(ls "${out}/cityscapes"/*.png | head -n 1)" | awk '{print $1*16777216+$2*65536+$3*256+$4}')
 [[ "${width}" -eq 64 ]] || { echo "unexpected Cityscapes width ${width}"; exit 1; }
 

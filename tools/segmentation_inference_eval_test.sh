@@ -4,6 +4,7 @@
 # sliding-window inference; the eval tool on its checkpoint gives the same metrics with the
 # option and other ones without it; infer runs with it; a bad option stops the tool naming it.
 set -euo pipefail
+source tools/testing/expect.sh
 config=testdata/configs/segmentation_multi_scale_eval.pbtxt
 out="${TEST_TMPDIR}/run"
 tools/train --config="${config}" --override="checkpoint { output_dir: \"${out}\" }" 2>&1 |
@@ -16,15 +17,15 @@ grep "eval at step 3:" "${TEST_TMPDIR}/train.log" | sed 's/.*eval at step 3: //'
 metrics_of_eval() {
   grep -E '^  [A-Za-z]' "$1" | sed -E 's/^  //; s/ +([0-9]+\.[0-9]+)$/=\1/' | sort
 }
-grep -q '^mIoU=' "${TEST_TMPDIR}/train.metrics"
-[[ $(wc -l < "${TEST_TMPDIR}/train.metrics") -gt 20 ]]
+expect_grep '^mIoU=' "${TEST_TMPDIR}/train.metrics"
+n=$(wc -l < "${TEST_TMPDIR}/train.metrics"); expect_true "lines in ${TEST_TMPDIR}/train.metrics: expected > 20, saw ${n}" test "${n}" -gt 20
 
 tools/eval --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
   --output_dir="${TEST_TMPDIR}/eval_out" | tee "${TEST_TMPDIR}/eval.log"
 metrics_of_eval "${TEST_TMPDIR}/eval.log" > "${TEST_TMPDIR}/eval.metrics"
 diff "${TEST_TMPDIR}/train.metrics" "${TEST_TMPDIR}/eval.metrics"
 # Its drawings were moved into place when it finished, and nothing partial is left beside them.
-[[ $(find "${TEST_TMPDIR}/eval_out" -name '*.png' | wc -l) -ge 1 ]]
+n=$(find "${TEST_TMPDIR}/eval_out" -name '*.png' | wc -l); expect_true "PNGs under ${TEST_TMPDIR}/eval_out: expected >= 1, saw ${n}" test "${n}" -ge 1
 if ls -d "${TEST_TMPDIR}"/*.partial-* 2>/dev/null; then echo "partial directories were left"; exit 1; fi
 
 # The same config without the option: the model's single-scale Predict, other metrics.
@@ -35,7 +36,7 @@ fi
 tools/eval --config="${TEST_TMPDIR}/single_scale.pbtxt" --checkpoint="${out}/checkpoint_3.pt" \
   > "${TEST_TMPDIR}/single.log"
 metrics_of_eval "${TEST_TMPDIR}/single.log" > "${TEST_TMPDIR}/single.metrics"
-[[ $(wc -l < "${TEST_TMPDIR}/single.metrics") -eq $(wc -l < "${TEST_TMPDIR}/eval.metrics") ]]
+expect_eq "$(wc -l < "${TEST_TMPDIR}/eval.metrics")" "$(wc -l < "${TEST_TMPDIR}/single.metrics")" "lines in ${TEST_TMPDIR}/single.metrics"
 if diff -q "${TEST_TMPDIR}/single.metrics" "${TEST_TMPDIR}/eval.metrics"; then
   echo "multi-scale metrics equal single-scale ones: the option had no effect"; exit 1
 fi
@@ -45,10 +46,10 @@ if tools/eval --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
   > "${TEST_TMPDIR}/bad.log" 2>&1; then
   echo "a 0 x 8 crop was accepted"; exit 1
 fi
-grep -q "evaluation.segmentation_inference.crop_height: crop_height and crop_width must both be > 0" \
+expect_grep "evaluation.segmentation_inference.crop_height: crop_height and crop_width must both be > 0" \
   "${TEST_TMPDIR}/bad.log"
 
 tools/infer --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
   --images=testdata/cityscapes/leftImg8bit/val/frankfurt --output_dir="${TEST_TMPDIR}/infer"
-[[ $(find "${TEST_TMPDIR}/infer" -name '*.png' | wc -l) -ge 1 ]]
+n=$(find "${TEST_TMPDIR}/infer" -name '*.png' | wc -l); expect_true "PNGs under ${TEST_TMPDIR}/infer: expected >= 1, saw ${n}" test "${n}" -ge 1
 echo "PASS"

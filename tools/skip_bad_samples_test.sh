@@ -5,6 +5,7 @@
 # max_bad_sample_fraction (1%) one bad image in a rank's four is too many, and training stops
 # naming it.
 set -euo pipefail
+source tools/testing/expect.sh
 config=testdata/configs/dbnet_smoke.pbtxt
 data="${TEST_TMPDIR}/data"
 mkdir -p "${data}/ch4_training_images" "${data}/ch4_training_localization_transcription_gt"
@@ -37,9 +38,9 @@ train() {  # train <log> <extra override>...
 # One epoch of 4 steps (4 images per rank, batch 1): every image is seen once.
 train "${TEST_TMPDIR}/skip.log" --override="train_data { loader { max_bad_sample_fraction: 0.5 } }"
 cat "${TEST_TMPDIR}/skip.log"
-grep -q "warning: skipping bad sample [0-9]* of epoch 0: .*img_8.jpg" "${TEST_TMPDIR}/skip.log"
-grep -q "^\[rank 0\]: step 4/4 .*  skipped 1 bad sample$" "${TEST_TMPDIR}/skip.log"
-grep -q "^\[rank 0\]: trained 4 steps in .*  skipped 1 bad sample$" "${TEST_TMPDIR}/skip.log"
+expect_grep "warning: skipping bad sample [0-9]* of epoch 0: .*img_8.jpg" "${TEST_TMPDIR}/skip.log"
+expect_grep "^\[rank 0\]: step 4/4 .*  skipped 1 bad sample$" "${TEST_TMPDIR}/skip.log"
+expect_grep "^\[rank 0\]: trained 4 steps in .*  skipped 1 bad sample$" "${TEST_TMPDIR}/skip.log"
 
 # The default share: the rank with the bad image stops, naming it; the launcher fails the job.
 if train "${TEST_TMPDIR}/too_many.log"; then
@@ -48,7 +49,7 @@ if train "${TEST_TMPDIR}/too_many.log"; then
   exit 1
 fi
 cat "${TEST_TMPDIR}/too_many.log"
-grep -q "1 of the 4 samples of this rank's share of epoch 0 are bad, more than loader.max_bad_sample_fraction (0.01)" \
+expect_grep "1 of the 4 samples of this rank's share of epoch 0 are bad, more than loader.max_bad_sample_fraction (0.01)" \
   "${TEST_TMPDIR}/too_many.log"
-grep -q "sample [0-9]*: .*img_8.jpg" "${TEST_TMPDIR}/too_many.log"
+expect_grep "sample [0-9]*: .*img_8.jpg" "${TEST_TMPDIR}/too_many.log"
 echo "PASS"

@@ -4,6 +4,7 @@
 # under each, must log the same losses and save the same weights, bit for bit.
 # Arguments (from BUILD.bazel): <venv python3> <compare_training_runs.py>.
 set -euo pipefail
+source tools/testing/expect.sh
 python="$1"
 compare="$2"
 config=testdata/configs/dbnet_smoke.pbtxt
@@ -20,12 +21,12 @@ port=$("${python}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 
 "${python}" -m torch.distributed.run --no-python --nproc_per_node=2 --master_port="${port}" \
   tools/train --config="${config}" --override="$(checkpoint "${TEST_TMPDIR}/torchrun")" \
   2>&1 | tee "${TEST_TMPDIR}/torchrun.log"
-grep -q "training ${steps} steps .* 2 ranks" "${TEST_TMPDIR}/torchrun.log"
+expect_grep "training ${steps} steps .* 2 ranks" "${TEST_TMPDIR}/torchrun.log"
 
 tools/launch --nproc_per_node=2 --master_port=0 -- \
   tools/train --config="${config}" --override="$(checkpoint "${TEST_TMPDIR}/launch")" \
   2>&1 | tee "${TEST_TMPDIR}/launch.log"
-grep -q "training ${steps} steps .* 2 ranks" "${TEST_TMPDIR}/launch.log"
+expect_grep "training ${steps} steps .* 2 ranks" "${TEST_TMPDIR}/launch.log"
 
 "${python}" "${compare}" "${TEST_TMPDIR}/torchrun" "${TEST_TMPDIR}/launch" "${steps}"
 echo "PASS"

@@ -2,6 +2,7 @@
 # 2-rank bucketed runs of comm_benchmark with tracing on; trace_test.py parses both ranks' files.
 # Arguments (from BUILD.bazel): <venv python3> <trace_test.py> <comm_benchmark>.
 set -euo pipefail
+source tools/testing/expect.sh
 python=$1 check=$2 bench=$3
 # Gloo, then the shared-memory backend (whose collectives complete through their own futures).
 for backend in gloo shm; do

@@ -7,6 +7,7 @@
 #     (COCO box and mask AP, the results JSON) and the infer tool (masks drawn) on the result.
 # Arguments (from BUILD.bazel): <venv python3>.
 set -euo pipefail
+source tools/testing/expect.sh
 python="$1"
 config=models/mask_rcnn/testdata/tiny_synthetic.pbtxt
 data="${TEST_TMPDIR}/coco"
@@ -36,7 +37,7 @@ run() {  # <processes> <output dir> <extra override>
 # 1. Two ranks = one rank accumulating the same images.
 run 1 "${TEST_TMPDIR}/one" "train { gradient_accumulation_steps: 2 }"
 run 2 "${TEST_TMPDIR}/two" ""
-grep -q "\[rank 0\]: step 2/2" "${TEST_TMPDIR}/two.log"
+expect_grep "\[rank 0\]: step 2/2" "${TEST_TMPDIR}/two.log"
 "${python}" - "${TEST_TMPDIR}/one" "${TEST_TMPDIR}/two" <<'PY'
 import sys, torch
 load = lambda run, step: dict(torch.jit.load(f"{run}/checkpoint_{step}.pt", map_location="cpu").model.named_parameters())
@@ -60,13 +61,13 @@ PY
 # 2. bf16 autocast, accumulation and clipping on two processes, then eval and infer.
 out="${TEST_TMPDIR}/amp"
 run 2 "${out}" "mixed_precision { enabled: true dtype: BFLOAT16 } train { gradient_accumulation_steps: 2 clip_grad_norm: 1.0 max_steps: 2 }"
-grep -q "\[rank 0\]: step 2/2" "${out}.log"
-grep -q "segm_AP" "${out}.log"
+expect_grep "\[rank 0\]: step 2/2" "${out}.log"
+expect_grep "segm_AP" "${out}.log"
 tools/eval --config="${config}" --override="${root}" --override="checkpoint { output_dir: \"${out}\" }" --checkpoint="${out}/checkpoint_2.pt" \
   --output_dir="${TEST_TMPDIR}/eval" 2>&1 | tee "${TEST_TMPDIR}/eval.log"
-grep -q "segm_AP50" "${TEST_TMPDIR}/eval.log"
+expect_grep "segm_AP50" "${TEST_TMPDIR}/eval.log"
 test -s "${TEST_TMPDIR}/eval/coco_results.json"
 tools/infer --config="${config}" --override="${root}" --override="checkpoint { output_dir: \"${out}\" }" --checkpoint="${out}/checkpoint_2.pt" \
   --images="${data}/val2017" --output_dir="${TEST_TMPDIR}/infer" 2>&1 | tee "${TEST_TMPDIR}/infer.log"
-[[ $(ls "${TEST_TMPDIR}"/infer/*.png | wc -l) -eq 4 ]]
+expect_eq "4" "$(ls "${TEST_TMPDIR}"/infer/*.png | wc -l)" "files ${TEST_TMPDIR}/infer/*.png"
 echo "PASS"

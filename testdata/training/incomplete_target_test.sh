@@ -2,6 +2,7 @@
 # The dry-run test of a training target whose deps lack the backbone its config names fails,
 # naming the plugin (family and type) and the target to add to deps.
 set -euo pipefail
+source tools/testing/expect.sh
 log="${TEST_TMPDIR}/log.txt"
 if "$@" > "${log}" 2>&1; then
   cat "${log}"
@@ -10,8 +11,8 @@ if "$@" > "${log}" 2>&1; then
 fi
 cat "${log}"
 target=//testdata/training:train_dbnet_smoke_without_backbone
-grep -qF "backbone 'ResNet18' is not linked into ${target}: add \"//models/backbones:resnet\" to its deps" \
+expect_grep -F "backbone 'ResNet18' is not linked into ${target}: add \"//models/backbones:resnet\" to its deps" \
   "${log}"
 # The registry's own message stays, listing what is linked.
-grep -q "Unknown backbone 'ResNet18'" "${log}"
+expect_grep "Unknown backbone 'ResNet18'" "${log}"
 echo "PASS"

@@ -4,6 +4,7 @@
 # (testdata/icdar2015) and output directory (runs/dbnet_smoke) mean the workspace; arguments
 # after the target reach the trainer through the launcher.
 set -euo pipefail
+source tools/testing/expect.sh
 runfiles_root="${PWD}"
 workspace="${TEST_TMPDIR}/workspace"
 mkdir -p "${workspace}/testdata"
@@ -15,8 +16,8 @@ BUILD_WORKSPACE_DIRECTORY="${workspace}" testdata/training/train_dbnet_smoke \
 
 out="${workspace}/runs/dbnet_smoke"
 # Two ranks ran (the launcher), for the 2 steps the override asked instead of the config's 3.
-grep -q "over 2 ranks" "${log}"
-grep -q "\[rank 0\]: step 2/2" "${log}"
+expect_grep "over 2 ranks" "${log}"
+expect_grep "\[rank 0\]: step 2/2" "${log}"
 test -f "${out}/checkpoint_2.pt"
 test ! -e "${out}/checkpoint_3.pt"
 test -f "${out}/metrics.jsonl"

@@ -4,6 +4,7 @@
 # architecture costs a device compilation of every file.
 # Usage: gencode_test.sh <object> <cuobjdump candidates...> (the first that exists is used)
 set -euo pipefail
+source tools/testing/expect.sh
 object="$1"
 shift
 cuobjdump=""
