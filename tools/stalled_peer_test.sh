@@ -6,10 +6,11 @@
 # (--max_restarts=1). The tiny two-process DBNet of dbnet_two_process_test.
 #
 # Timing on a busy machine: the job's timeout is 15 s, so the watchdog names a frozen rank after
-# 11.25 s (three quarters), 3.75 s before Gloo's own anonymous timeout; with 4 s the margin was
-# 1 s and a loaded machine (two busy loops on two cores) let a healthy but starved rank, or a
-# checkpoint's fsync, reach Gloo's timeout first, failing the test 1 run in 3. Waits are bounded
-# (a hang fails the test, with the log) but generous: 180 s for start-up, 120 s after a stall.
+# 11.25 s (three quarters) and Gloo's own anonymous timeout comes 3.75 s later. With 4 s the
+# margins were 1 s between the two and 3 s for a starved but healthy rank's heartbeat or a
+# checkpoint's fsync before a collective timed out, which a loaded machine can exceed. Waits are
+# bounded (a hang fails the test, with the log) but generous: 180 s for start-up, 120 s after a
+# stall.
 set -euo pipefail
 source tools/testing/expect.sh
 config=testdata/configs/dbnet_smoke.pbtxt
