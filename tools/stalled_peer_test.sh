@@ -28,10 +28,14 @@ start() {
   launcher_pid=$!
 }
 
+# The launcher's child with RANK=<rank>. grep -z reads the NUL-separated environment itself: the
+# former `tr ... | grep -q` under pipefail failed whenever grep matched and exited before tr's
+# last write (SIGPIPE, exit 141), which a busy machine's scheduling makes likely; that was the
+# flake of 1 run in 3.
 worker_pid() {
   local pid
   for pid in $(pgrep -P "${launcher_pid}"); do
-    if tr '\0' '\n' <"/proc/${pid}/environ" 2>/dev/null | grep -qx "RANK=$1"; then
+    if grep -qxz "RANK=$1" "/proc/${pid}/environ" 2>/dev/null; then
       echo "${pid}"
       return 0
     fi

@@ -38,13 +38,19 @@ struct Reports {
   }
 };
 
+// The silence after which a peer is reported. Long enough that a thread of this test (or of a
+// watchdog) starved on a busy machine does not look like a frozen peer: with 600 ms,
+// ReportsAStoreThatStoppedAnswering failed 1 run in 3 under load (the fake rank 0 had not beaten
+// for 600 ms while the store still answered, so rank 0 was named instead of the store).
+constexpr std::chrono::milliseconds kLimit = 2s;
+
 PeerWatchdogOptions Options(int rank, int world_size, int port, Reports* reports) {
   PeerWatchdogOptions o;
   o.rank = rank;
   o.world_size = world_size;
   o.master_port = port;
   o.key_prefix = "test/heartbeat/";
-  o.limit = 600ms;
+  o.limit = kLimit;
   o.interval = 50ms;
   o.on_stall = [reports](const std::string& message) {
     std::lock_guard<std::mutex> lock(reports->mutex);
@@ -74,13 +80,13 @@ TEST(PeerWatchdogTest, LivePeersAreNotReportedNorIsOneThatEndedCleanly) {
   ASSERT_TRUE(w0.ok()) << w0.status();
   ASSERT_TRUE(w1.ok()) << w1.status();
   ASSERT_TRUE(w2.ok()) << w2.status();
-  std::this_thread::sleep_for(1800ms);  // three limits
+  std::this_thread::sleep_for(2 * kLimit);
   EXPECT_THAT(reports0.Get(), IsEmpty());
   EXPECT_THAT(reports1.Get(), IsEmpty());
   EXPECT_THAT(reports2.Get(), IsEmpty());
   // Rank 2 finishes first: the others keep running past the limit without reporting it.
   w2->reset();
-  std::this_thread::sleep_for(1800ms);
+  std::this_thread::sleep_for(2 * kLimit);
   EXPECT_THAT(reports0.Get(), IsEmpty());
   EXPECT_THAT(reports1.Get(), IsEmpty());
 }
@@ -112,7 +118,7 @@ TEST(PeerWatchdogTest, NamesThePeerThatStoppedBeating) {
   EXPECT_THAT(seen0[0], Not(HasSubstr("rank 2")));
   EXPECT_THAT(seen2[0], HasSubstr("rank 2: rank 1 (silent for"));
   // Not before the limit (less the interval at which the last beat was seen).
-  EXPECT_GE(std::chrono::steady_clock::now() - frozen, 500ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - frozen, kLimit - 100ms);
 }
 
 TEST(PeerWatchdogTest, ReportsAStoreThatStoppedAnswering) {
