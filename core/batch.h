@@ -21,8 +21,9 @@ inline constexpr uint8_t kIgnoreLabel = 255;
 struct Batch {
   // [N, 3, H, W] float, normalised; images smaller than the batch are padded bottom and right.
   at::Tensor images;
-  // Each image's height and width before padding, [N, 2] int64 (on the host): models crop
-  // their outputs to it and map predictions back to the image.
+  // Each image's height and width before any padding (by the collation to the batch's size,
+  // or by an augmentation: Sample::size_before_padding), [N, 2] int64 (on the host): models
+  // clip boxes and crop outputs to it, as torchvision's ImageList.image_sizes.
   at::Tensor image_sizes;
   // Dense per-pixel targets, [N, H, W] each, padded like the images:
   //  - the target generator's maps (Sample::targets; DBNet's shrink and threshold maps), padded

@@ -27,6 +27,16 @@ class Dataset {
   // model, the evaluator and the other split. nullopt states nothing, and nothing is checked:
   // for fakes and unannotated images, not for a dataset with annotations.
   virtual std::optional<DatasetMetadata> Metadata() const { return std::nullopt; }
+  // The annotations evaluators score for sample `index`, whose Load() gave `loaded`: as the
+  // annotation file states them, as the reference evaluator reads them. The default is
+  // `loaded`'s annotations without its image; a dataset that changes annotations for training
+  // (COCO clamps boxes and polygon vertices to the image) overrides it.
+  virtual absl::StatusOr<Sample> GroundTruth(int64_t index, const Sample& loaded) const {
+    Sample truth = loaded;
+    truth.image = cv::Mat();
+    truth.targets.clear();
+    return truth;
+  }
 };
 
 using DatasetRegistry = PluginRegistry<Dataset>;

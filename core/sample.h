@@ -43,6 +43,9 @@ struct ObjectInstance {
   RunLengthMask rle;              // mask as RLE (height == 0 when polygons are used)
   int64_t annotation_id = -1;
   float score = 1.0f;
+  // The annotation file's own area (COCO "area": what COCOeval's small/medium/large ranges
+  // use), for evaluation ground truth; < 0 when the file gives none (the mask's pixels count).
+  double area = -1;
 };
 
 struct Sample {
@@ -59,14 +62,20 @@ struct Sample {
   // current pixels maps back to the original by dividing by them.
   double scale_x = 1.0;
   double scale_y = 1.0;
+  // The image's size before an augmentation padded it bottom and right (PadToDivisor), which
+  // Batch::image_sizes carries so that models clip boxes to the picture, not to the padding
+  // (torchvision's image_sizes); empty when the image is not padded. Any other geometric
+  // augmentation clears it (the whole image is then the picture).
+  cv::Size size_before_padding;
   std::vector<TextInstance> texts;
   std::vector<ObjectInstance> objects;
   // HxW 8-bit train ids, 255 = ignore (semantic segmentation); empty when absent.
   cv::Mat semantic;
   // Model training targets made in the loader's worker threads (e.g. DBNet's maps), HxW.
   std::map<std::string, cv::Mat> targets;
-  // For evaluation: the annotations as the dataset loaded them, before any augmentation
-  // (image not kept), so metrics are computed in original-image coordinates.
+  // For evaluation: the annotations as the annotation file states them (Dataset::GroundTruth:
+  // no augmentation, no clamping made for training; image not kept), so metrics are computed
+  // on the reference's ground truth in original-image coordinates.
   std::shared_ptr<const Sample> ground_truth;
 };
 

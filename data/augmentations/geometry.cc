@@ -184,6 +184,8 @@ absl::Status WarpSample(const cv::Matx23d& m, cv::Size out_size, const WarpParam
         absl::StrCat(where, ": output size ", out_size.width, "x", out_size.height, " is empty"));
   }
   const cv::Size source = sample->image.size();
+  // A padding op sets it again after the warp (PadToDivisor).
+  sample->size_before_padding = cv::Size();
   auto check_size = [&](const cv::Mat& raster, const std::string& name) -> absl::Status {
     if (raster.size() == source) return absl::OkStatus();
     return absl::InvalidArgumentError(

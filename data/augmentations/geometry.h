@@ -57,6 +57,7 @@ absl::Status CheckHasImage(const core::Sample& sample);
 // Maps every geometric field of `sample` through `m` (output point = m * [x, y, 1]) onto a
 // canvas of `out_size`, clipping annotations as described at the top of this file. Leaves
 // scale_x/scale_y alone: only resizes change them (see ResizeSample).
+// Clears Sample::size_before_padding: after a general warp the whole image is the picture.
 absl::Status WarpSample(const cv::Matx23d& m, cv::Size out_size, const WarpParams& params,
                         core::Sample* sample);
 

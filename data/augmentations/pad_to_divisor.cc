@@ -1,5 +1,7 @@
 // "PadToDivisor": pads bottom and right so both sides are multiples of `divisor`, as strided
-// backbones need; the origin stays, so annotations and scale factors do not change.
+// backbones need; the origin stays, so annotations and scale factors do not change. The size
+// before padding is kept in Sample::size_before_padding (Batch::image_sizes). Listed after
+// Normalize, it pads with 0, the mean colour, as torchvision's batch_images does.
 #include <memory>
 #include <random>
 
@@ -31,9 +33,13 @@ class PadToDivisor : public core::Augmentation {
     auto round_up = [this](int side) { return (side + divisor_ - 1) / divisor_ * divisor_; };
     const cv::Size padded(round_up(sample->image.cols), round_up(sample->image.rows));
     if (padded == sample->image.size()) return absl::OkStatus();
+    const cv::Size before = sample->size_before_padding.empty() ? sample->image.size()
+                                                                : sample->size_before_padding;
     WarpParams params;
     params.image_fill = fill_;
-    return WarpSample(cv::Matx23d(1, 0, 0, 0, 1, 0), padded, params, sample);
+    VISION_RETURN_IF_ERROR(WarpSample(cv::Matx23d(1, 0, 0, 0, 1, 0), padded, params, sample));
+    sample->size_before_padding = before;
+    return absl::OkStatus();
   }
 
  private:

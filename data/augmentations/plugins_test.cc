@@ -4,6 +4,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <opencv2/core.hpp>
 
@@ -82,6 +84,31 @@ TEST(ResizeTest, ModesGiveExpectedSizesAndScales) {
   }
 }
 
+TEST(ResizeTest, FloorRoundingIsTorchvisionsSizeRule) {
+  // GeneralizedRCNNTransform at (800, 1333): scale = min(800 / 480, 1333 / 640), each side
+  // floor(side * scale): 640x480 -> 1066x800 (nearest: 1067x800); 480x640 -> 800x1066.
+  ResizeOptions options;
+  options.set_mode(ResizeOptions::SHORTER_SIDE);
+  options.set_size(800);
+  options.set_max_size(1333);
+  const std::vector<std::pair<ResizeOptions::Rounding, int>> cases = {
+      {ResizeOptions::FLOOR, 1066}, {ResizeOptions::ROUND, 1067}};
+  for (const auto& [rounding, width] : cases) {
+    options.set_rounding(rounding);
+    core::Sample landscape = MakeSample(640, 480);
+    ASSERT_TRUE(Apply("Resize", options, &landscape).ok());
+    EXPECT_EQ(landscape.image.size(), cv::Size(width, 800)) << ResizeOptions::Rounding_Name(rounding);
+    core::Sample portrait = MakeSample(480, 640);
+    ASSERT_TRUE(Apply("Resize", options, &portrait).ok());
+    EXPECT_EQ(portrait.image.size(), cv::Size(800, width)) << ResizeOptions::Rounding_Name(rounding);
+  }
+  // max_size decides: 1000x300 -> scale min(800 / 300, 1333 / 1000) = 1.333 -> 1333x399.9 -> 399.
+  options.set_rounding(ResizeOptions::FLOOR);
+  core::Sample wide = MakeSample(1000, 300);
+  ASSERT_TRUE(Apply("Resize", options, &wide).ok());
+  EXPECT_EQ(wide.image.size(), cv::Size(1333, 399));
+}
+
 TEST(ResizeTest, SizeChoicesDrawEverySizeAndOnlyThose) {
   ResizeOptions options;
   options.set_mode(ResizeOptions::SHORTER_SIDE);
@@ -153,9 +180,19 @@ TEST(PadToDivisorTest, PadsBottomRightWithFill) {
   EXPECT_EQ(sample.texts[0].polygon, Rect(10, 4, 8, 6));
   EXPECT_EQ(sample.scale_x, 1.0);
 
+  // The picture's size is kept for Batch::image_sizes.
+  EXPECT_EQ(sample.size_before_padding, cv::Size(100, 70));
+
   core::Sample aligned = MakeSample(64, 32);
   ASSERT_TRUE(Apply("PadToDivisor", options, &aligned).ok());
   EXPECT_EQ(aligned.image.size(), cv::Size(64, 32));
+  EXPECT_TRUE(aligned.size_before_padding.empty());
+
+  // A geometric augmentation after the padding makes the whole image the picture again.
+  HorizontalFlipOptions flip;
+  flip.set_probability(1);
+  ASSERT_TRUE(Apply("HorizontalFlip", flip, &sample).ok());
+  EXPECT_TRUE(sample.size_before_padding.empty());
 }
 
 TEST(HorizontalFlipTest, MirrorsPixelsAndPolygonsOrNothing) {

@@ -64,9 +64,10 @@ class Resize : public core::Augmentation {
     double scale = 1;
     switch (options_.mode()) {
       case ResizeOptions::SHORTER_SIDE:
+        // torchvision's min(min_size / shorter, max_size / longer), the same double arithmetic.
         scale = side / std::min(w, h);
-        if (options_.max_size() > 0 && std::max(w, h) * scale > options_.max_size()) {
-          scale = options_.max_size() / std::max(w, h);
+        if (options_.max_size() > 0) {
+          scale = std::min(scale, options_.max_size() / std::max(w, h));
         }
         break;
       case ResizeOptions::LONGER_SIDE:
@@ -83,8 +84,12 @@ class Resize : public core::Augmentation {
 
   cv::Size Rounded(double w, double h) const {
     const int m = options_.round_to_multiple();
-    auto round = [m](double side) {
-      return std::max(m, static_cast<int>(std::lround(side / m)) * m);
+    const bool floor = options_.rounding() == ResizeOptions::FLOOR;
+    auto round = [m, floor](double side) {
+      const double multiples = side / m;
+      return std::max(m, static_cast<int>(floor ? std::floor(multiples)
+                                                : static_cast<double>(std::lround(multiples))) *
+                             m);
     };
     return cv::Size(round(w), round(h));
   }

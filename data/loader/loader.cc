@@ -137,9 +137,8 @@ absl::StatusOr<core::Sample> LoadSample(const core::Dataset& dataset,
                                         uint64_t seed, int64_t epoch, bool keep_ground_truth) {
   VISION_ASSIGN_OR_RETURN(core::Sample sample, dataset.Load(index));
   if (keep_ground_truth) {
-    auto truth = std::make_shared<core::Sample>(sample);
-    truth->image = cv::Mat();
-    sample.ground_truth = std::move(truth);
+    VISION_ASSIGN_OR_RETURN(core::Sample truth, dataset.GroundTruth(index, sample));
+    sample.ground_truth = std::make_shared<const core::Sample>(std::move(truth));
   }
   std::mt19937_64 rng(SampleSeed(seed, epoch, index));
   try {
@@ -254,8 +253,10 @@ absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples,
   int64_t* sizes = batch.image_sizes.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     core::Sample& s = samples[i];
-    sizes[2 * i] = s.image.rows;
-    sizes[2 * i + 1] = s.image.cols;
+    // The picture's size, before any padding (core/batch.h).
+    const cv::Size picture = s.size_before_padding.empty() ? s.image.size() : s.size_before_padding;
+    sizes[2 * i] = picture.height;
+    sizes[2 * i + 1] = picture.width;
     CopyImage(s.image, batch.images[i]);
     for (auto& [name, tensor] : batch.targets) CopyMap(s.targets.at(name), tensor[i]);
     s.image.release();

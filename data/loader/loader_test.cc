@@ -210,6 +210,18 @@ class PaddedMapAndCounts : public core::TargetGenerator {
   }
 };
 
+TEST(DataLoaderTest, CollateRecordsTheSizeBeforeAnAugmentationPadded) {
+  // PadToDivisor padded 50x30 to 64x32: the models must clip to 50x30, not to the padding.
+  std::vector<core::Sample> samples(2);
+  samples[0].image = cv::Mat(32, 64, CV_32FC3, cv::Scalar(0, 0, 0));
+  samples[0].size_before_padding = cv::Size(50, 30);
+  samples[1].image = cv::Mat(20, 40, CV_32FC3, cv::Scalar(0, 0, 0));
+  auto batch = Collate(std::move(samples), CollateOptions());
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_TRUE(at::equal(batch->image_sizes, at::tensor({30, 50, 20, 40}, at::kLong).view({2, 2})))
+      << "expected [[30, 50], [20, 40]], saw " << batch->image_sizes;
+}
+
 TEST(DataLoaderTest, CollateRecordsSizesAndPadsLabelMapsWithIgnoreAndMapsWithTheirValue) {
   std::vector<core::Sample> samples(2);
   samples[0].image = cv::Mat(2, 3, CV_8UC3, cv::Scalar(0, 0, 0));

@@ -5,7 +5,9 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -40,8 +42,9 @@ absl::Status CheckRle(const core::RunLengthMask& rle, int height, int width) {
   return absl::OkStatus();
 }
 
-// The instance the metric sees. Ground truths always get their mask's area (pycocotools'
-// "area"); the mask itself is kept only when masks are scored.
+// The instance the metric sees. A ground truth's area is the file's "area" when the dataset
+// gives it (ObjectInstance::area, what pycocotools' area ranges use), else its mask's pixels;
+// the mask itself is kept only when masks are scored.
 absl::StatusOr<Instance> ToInstance(const core::ObjectInstance& object, bool detection,
                                     bool keep_mask, int height, int width) {
   Instance instance;
@@ -81,9 +84,14 @@ absl::StatusOr<Instance> ToInstance(const core::ObjectInstance& object, bool det
         "it has no mask (rle or polygons) but segm is scored; score bbox only for a model "
         "without masks");
   }
-  instance.area = (detection && !keep_mask) || !has_mask
-                      ? instance.box[2] * instance.box[3]
-                      : static_cast<double>(core::RleArea(instance.mask));
+  if (!detection && object.area >= 0) {
+    if (!std::isfinite(object.area)) return absl::InvalidArgumentError("its area is not finite");
+    instance.area = object.area;
+  } else {
+    instance.area = (detection && !keep_mask) || !has_mask
+                        ? instance.box[2] * instance.box[3]
+                        : static_cast<double>(core::RleArea(instance.mask));
+  }
   if (!keep_mask) instance.mask = core::RunLengthMask();
   return instance;
 }
@@ -357,26 +365,53 @@ absl::Status CocoEvaluator::WriteMergedResults(const std::string& dir) const {
         "the COCO results JSON needs the dataset's category ids, and this evaluator was given "
         "no dataset metadata (CocoEvaluator::SetDatasetMetadata)");
   }
-  Json results = Json::array();
+  // combined: detectron2's file; then one per scored IoU type.
+  Json combined = Json::array();
+  Json boxes = Json::array();
+  Json masks = Json::array();
   for (const auto& [id, record] : images_) {
     for (const Instance& d : record.detections) {
       Json result;
       result["image_id"] = id;
       result["category_id"] = metadata_->source_ids[d.label];
-      result["bbox"] = d.box;
       result["score"] = d.score;
+      Json box = result;
+      box["bbox"] = d.box;
       if (d.mask.height > 0) {
         result["segmentation"] = {{"size", {d.mask.height, d.mask.width}},
                                   {"counts", core::EncodeCocoRleString(d.mask.counts)}};
+        masks.push_back(result);
       }
-      results.push_back(std::move(result));
+      result["bbox"] = d.box;
+      combined.push_back(std::move(result));
+      boxes.push_back(std::move(box));
     }
   }
-  const std::string path = (std::filesystem::path(dir) / options_.results_file()).string();
-  std::ofstream out(path);
-  out << results.dump() << "\n";
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  const std::filesystem::path results(options_.results_file());
+  const std::string stem = results.stem().string();
+  const std::string extension = results.has_extension() ? results.extension().string() : ".json";
+  std::vector<std::pair<std::string, const Json*>> files = {{options_.results_file(), &combined}};
+  for (IouType type : iou_types_) {
+    files.emplace_back(absl::StrCat(stem, type == IouType::kBbox ? "_bbox" : "_segm", extension),
+                       type == IouType::kBbox ? &boxes : &masks);
+  }
+  for (const auto& [name, json] : files) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    const std::string partial = path + ".partial";
+    std::ofstream out(partial);
+    out << json->dump() << "\n";
+    out.close();
+    std::error_code error;
+    if (!out) {
+      std::filesystem::remove(partial, error);
+      return absl::InternalError(absl::StrCat("cannot write ", partial));
+    }
+    std::filesystem::rename(partial, path, error);
+    if (error) {
+      return absl::InternalError(
+          absl::StrCat("cannot rename ", partial, " to ", path, ": ", error.message()));
+    }
+  }
   return absl::OkStatus();
 }
 

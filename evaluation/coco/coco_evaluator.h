@@ -64,9 +64,12 @@ class CocoEvaluator : public core::Evaluator {
   // as JSON; merging adds the other rank's images.
   std::string SerializeState() const override;
   absl::Status MergeState(const std::string& state) override;
-  // <dir>/<results_file>: every detection with the dataset's image and category ids, the
-  // format pycocotools' COCO.loadRes reads (for segm with pycocotools, drop "bbox", as
-  // detectron2 does, so that areas are mask areas; see coco_protocol.h).
+  // <dir>/<results_file>: every detection with the dataset's image and category ids, "bbox" and
+  // "segmentation" in one entry, as detectron2's coco_instances_results.json. Beside it, one
+  // file per scored IoU type, which pycocotools' COCO.loadRes + COCOeval score exactly as this
+  // evaluator does: <stem>_bbox.json (no "segmentation") and <stem>_segm.json (no "bbox": given
+  // one, loadRes would take the box's area for every mask and move APs/APm/APl; see
+  // coco_protocol.h). Each file is written to a temporary name and renamed.
   absl::Status WriteMergedResults(const std::string& dir) const override;
   std::optional<core::TaskRequirements> DataRequirements() const override {
     return core::TaskRequirements{core::AnnotationKind::kObjectInstances};

@@ -159,6 +159,24 @@ absl::StatusOr<core::Sample> CocoDataset::Load(int64_t index) const {
   return sample;
 }
 
+absl::StatusOr<core::Sample> CocoDataset::GroundTruth(int64_t index,
+                                                      const core::Sample& loaded) const {
+  if (index < 0 || index >= Size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("COCO: sample index ", index, " is outside [0, ", Size(), ")"));
+  }
+  core::Sample truth;
+  truth.id = loaded.id;
+  truth.image_path = loaded.image_path;
+  truth.original_height = loaded.original_height;
+  truth.original_width = loaded.original_width;
+  const CocoImageRecord& image = index_.images()[samples_[index]];
+  for (const CocoAnnotationRecord& annotation : index_.AnnotationsOf(image)) {
+    truth.objects.push_back(index_.GroundTruthObject(annotation, image));
+  }
+  return truth;
+}
+
 std::vector<core::ObjectInstance> CocoDataset::Objects(int64_t index) const {
   const CocoImageRecord& image = index_.images()[samples_[index]];
   std::vector<core::ObjectInstance> objects;

@@ -11,8 +11,10 @@
 //     so that the ids 1..90 of COCO (with gaps) become the labels 0..79;
 //   - iscrowd -> is_crowd; id -> annotation_id.
 // Coordinates may lie up to kMaxOutsideFraction of the image's size beyond its border and are
-// clamped to it (COCO has boxes that end a fraction of a pixel past the border); farther ones
-// are an error, since they belong to another image.
+// clamped to it for training (COCO has boxes that end a fraction of a pixel past the border);
+// farther ones are an error, since they belong to another image. Evaluation sees the file's
+// own annotations instead (GroundTruth(): unclamped, double coordinates, "area"), as
+// pycocotools does.
 //
 // Everything in the JSON is checked at Create, so that a bad annotation stops a run before
 // training starts rather than hours into it; every message names the JSON file and the
@@ -46,6 +48,10 @@ class CocoDataset : public core::Dataset {
   int64_t Size() const override { return static_cast<int64_t>(samples_.size()); }
   // Decodes the image (BGR) and copies its objects. Thread-safe: reads only.
   absl::StatusOr<core::Sample> Load(int64_t index) const override;
+  // What COCOeval scores, as pycocotools reads the file: every annotation of the image (crowd
+  // regions too, whatever keep_crowd says), boxes and polygons unclamped, the file's "area",
+  // masks as RLE rasterised from the double coordinates (CocoIndex::GroundTruthObject).
+  absl::StatusOr<core::Sample> GroundTruth(int64_t index, const core::Sample& loaded) const override;
   std::string Describe() const override;
   // Object instances labelled 0..K-1 by the categories sorted by id; source ids are the
   // category ids.

@@ -993,12 +993,13 @@ class JsonParser {
   // fixed order whatever their order in the file, so each field's problem waits here.
   // Reused from one annotation to the next (no allocation per annotation).
   struct Pending {
-    bool has_id, has_image_id, has_category_id, has_crowd, has_bbox, has_segmentation;
+    bool has_id, has_image_id, has_category_id, has_crowd, has_bbox, has_segmentation, has_area;
     int64_t id, image_id, category_id;
     bool is_crowd;
     absl::Status id_status, image_id_status, category_status, crowd_status, bbox_status,
-        segmentation_status;
+        segmentation_status, area_status;
     double bbox[4];
+    double area;
     const char* bbox_start;
     CocoMaskKind mask;
     // Polygons: the coordinates of the polygons read whole, and where each ends; a polygon
@@ -1014,9 +1015,11 @@ class JsonParser {
     std::vector<uint32_t> runs;
 
     void Reset() {
-      has_id = has_image_id = has_category_id = has_crowd = has_bbox = has_segmentation = false;
+      has_id = has_image_id = has_category_id = has_crowd = has_bbox = has_segmentation =
+          has_area = false;
       id_status = image_id_status = category_status = crowd_status = bbox_status =
-          segmentation_status = absl::OkStatus();
+          segmentation_status = area_status = absl::OkStatus();
+      area = -1;
       is_crowd = false;
       mask = kNoMask;
       coords.clear();
@@ -1119,6 +1122,9 @@ class JsonParser {
           } else if (key == "iscrowd") {
             p->has_crowd = true;
             status = ReadCrowd(value, p);
+          } else if (key == "area") {
+            p->has_area = true;
+            p->area_status = status = Number(value, "\"area\"", &p->area);
           }
           if (IsSyntax(status)) return status;
           return absl::OkStatus();
@@ -1385,26 +1391,32 @@ class JsonParser {
                                   v[2] < 0 ? "width" : "height",
                                   "; COCO boxes are [x, y, width, height], not corners"));
     }
+    // Checked against the image here, clamped only for training (Object()).
     double x1 = v[0];
     double y1 = v[1];
     double x2 = v[0] + v[2];
     double y2 = v[1] + v[3];
     VISION_RETURN_IF_ERROR(ClampPoint(&x1, &y1, width, height, [] { return "bbox corner"; }));
     VISION_RETURN_IF_ERROR(ClampPoint(&x2, &y2, width, height, [] { return "bbox corner"; }));
-    record->box[0] = static_cast<float>(x1);
-    record->box[1] = static_cast<float>(y1);
-    record->box[2] = static_cast<float>(x2 - x1);
-    record->box[3] = static_cast<float>(y2 - y1);
+    std::copy(v, v + 4, record->box);
+    VISION_RETURN_IF_ERROR(p->area_status);
+    if (p->has_area && !(p->area >= 0)) {
+      return Invalid(absl::StrCat("\"area\" is ", p->area, "; an area is >= 0"));
+    }
+    record->area = p->has_area ? p->area : -1;
 
     record->mask = kNoMask;
     if (!p->has_segmentation) return absl::OkStatus();
     if (p->mask == kPolygonMask) {
-      // Polygons read whole are clamped in order before the problem of the next is reported.
+      // Polygons read whole are checked in order before the problem of the next is reported;
+      // they are kept unclamped (Object() clamps for training).
       size_t begin = 0;
       for (size_t polygon = 0; polygon < p->polygon_ends.size(); ++polygon) {
         auto what = [polygon] { return absl::StrCat("segmentation polygon ", polygon, " point"); };
         for (size_t k = begin; k < p->polygon_ends[polygon]; k += 2) {
-          VISION_RETURN_IF_ERROR(ClampPoint(&p->coords[k], &p->coords[k + 1], width, height, what));
+          double x = p->coords[k];
+          double y = p->coords[k + 1];
+          VISION_RETURN_IF_ERROR(ClampPoint(&x, &y, width, height, what));
         }
         begin = p->polygon_ends[polygon];
       }
@@ -1413,9 +1425,8 @@ class JsonParser {
       record->mask_begin = arrays_.polygon_offsets.size() - 1;
       begin = 0;
       for (size_t end : p->polygon_ends) {
-        for (size_t k = begin; k < end; ++k) {
-          arrays_.coords.push_back(static_cast<float>(p->coords[k]));
-        }
+        arrays_.coords.insert(arrays_.coords.end(), p->coords.begin() + begin,
+                              p->coords.begin() + end);
         arrays_.polygon_offsets.push_back(arrays_.coords.size());
         begin = end;
       }
@@ -1590,9 +1601,16 @@ absl::Status CocoNestingError(const std::string& json_path, uint64_t offset) {
 
 core::ObjectInstance CocoIndex::Object(const CocoAnnotationRecord& annotation,
                                        const CocoImageRecord& image) const {
+  const double width = image.width;
+  const double height = image.height;
   core::ObjectInstance object;
-  object.box =
-      cv::Rect2f(annotation.box[0], annotation.box[1], annotation.box[2], annotation.box[3]);
+  const double* b = annotation.box;
+  const double x1 = std::clamp(b[0], 0.0, width);
+  const double y1 = std::clamp(b[1], 0.0, height);
+  const double x2 = std::clamp(b[0] + b[2], 0.0, width);
+  const double y2 = std::clamp(b[1] + b[3], 0.0, height);
+  object.box = cv::Rect2f(static_cast<float>(x1), static_cast<float>(y1),
+                          static_cast<float>(x2 - x1), static_cast<float>(y2 - y1));
   object.label = annotation.label;
   object.is_crowd = annotation.is_crowd != 0;
   object.annotation_id = annotation.id;
@@ -1602,10 +1620,40 @@ core::ObjectInstance CocoIndex::Object(const CocoAnnotationRecord& annotation,
       core::Polygon polygon;
       polygon.reserve((polygon_offsets_[p + 1] - polygon_offsets_[p]) / 2);
       for (uint64_t k = polygon_offsets_[p]; k < polygon_offsets_[p + 1]; k += 2) {
-        polygon.emplace_back(coords_[k], coords_[k + 1]);
+        polygon.emplace_back(static_cast<float>(std::clamp(coords_[k], 0.0, width)),
+                             static_cast<float>(std::clamp(coords_[k + 1], 0.0, height)));
       }
       object.polygons.push_back(std::move(polygon));
     }
+  } else if (annotation.mask == kRleMask) {
+    object.rle.height = image.height;
+    object.rle.width = image.width;
+    object.rle.counts.assign(rle_counts_.begin() + annotation.mask_begin,
+                             rle_counts_.begin() + annotation.mask_end);
+  }
+  return object;
+}
+
+core::ObjectInstance CocoIndex::GroundTruthObject(const CocoAnnotationRecord& annotation,
+                                                  const CocoImageRecord& image) const {
+  core::ObjectInstance object;
+  const double* b = annotation.box;
+  object.box = cv::Rect2f(static_cast<float>(b[0]), static_cast<float>(b[1]),
+                          static_cast<float>(b[2]), static_cast<float>(b[3]));
+  object.area = annotation.area;
+  object.label = annotation.label;
+  object.is_crowd = annotation.is_crowd != 0;
+  object.annotation_id = annotation.id;
+  if (annotation.mask == kPolygonMask) {
+    core::RunLengthMask mask;
+    std::vector<double> xy;
+    for (uint64_t p = annotation.mask_begin; p < annotation.mask_end; ++p) {
+      xy.assign(coords_.begin() + polygon_offsets_[p], coords_.begin() + polygon_offsets_[p + 1]);
+      core::RunLengthMask one = core::RleFromPolygonCoordinates(xy, image.height, image.width);
+      mask = mask.counts.empty() ? std::move(one) : core::RleUnion(mask, one);
+    }
+    if (mask.counts.empty()) mask = core::RleFromPolygonCoordinates({}, image.height, image.width);
+    object.rle = std::move(mask);
   } else if (annotation.mask == kRleMask) {
     object.rle.height = image.height;
     object.rle.width = image.width;
@@ -1706,7 +1754,7 @@ absl::StatusOr<CocoIndex> CocoIndex::MapCache(const std::string& cache_path,
   index.images_ = span_of(static_cast<CocoImageRecord*>(nullptr), kImages);
   index.annotations_ = span_of(static_cast<CocoAnnotationRecord*>(nullptr), kAnnotations);
   index.polygon_offsets_ = span_of(static_cast<uint64_t*>(nullptr), kPolygonOffsets);
-  index.coords_ = span_of(static_cast<float*>(nullptr), kCoords);
+  index.coords_ = span_of(static_cast<double*>(nullptr), kCoords);
   index.rle_counts_ = span_of(static_cast<uint32_t*>(nullptr), kRleCounts);
   index.names_ = absl::string_view(base + header.offset[kNames], header.bytes[kNames]);
   index.has_annotations_ = header.has_annotations != 0;

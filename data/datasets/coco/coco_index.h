@@ -2,11 +2,14 @@
 //
 // Compact form: a few flat arrays instead of one heap object per annotation: categories
 // sorted by id, images sorted by id each with a range of annotations (grouped by image, in
-// file order within an image), polygons as offsets into one array of float coordinates, RLE
-// runs in one array of uint32, names in one string. What it holds is already checked and
-// clamped exactly as CocoDataset documents; Object() rebuilds the core::ObjectInstance the
-// dataset hands out. train2017's 860,000 annotations take about 200 MB this way, against
-// about 2 GB for a JSON tree.
+// file order within an image), polygons as offsets into one array of double coordinates, RLE
+// runs in one array of uint32, names in one string. What it holds is checked as CocoDataset
+// documents and kept as the file states it (boxes, coordinates in double, the "area"):
+// Object() rebuilds the core::ObjectInstance the dataset hands out for training, clamped to
+// the image, and GroundTruthObject() the one evaluators score, unchanged. train2017's 860,000
+// annotations took about 200 MB this way with float coordinates and clamped float boxes
+// (format 3), against about 2 GB for a JSON tree; format 4's doubles add about as much again
+// for the coordinates and 24 bytes per annotation (estimated, not re-measured).
 //
 // Parsing: simdjson's On-Demand API straight into those arrays (no DOM: its tape would be
 // twice the file), over the file a window at a time: a scan cuts the root object's lists into
@@ -76,7 +79,7 @@ inline constexpr double kMaxOutsideFraction = 0.5;
 
 // Bump on any change of the records, the sections or the reading rules: older caches are
 // then rebuilt.
-inline constexpr uint32_t kCocoIndexFormatVersion = 3;
+inline constexpr uint32_t kCocoIndexFormatVersion = 4;
 
 struct CocoCategoryRecord {
   int64_t id;
@@ -99,7 +102,8 @@ enum CocoMaskKind : uint8_t { kNoMask = 0, kPolygonMask = 1, kRleMask = 2 };
 
 struct CocoAnnotationRecord {
   int64_t id;
-  float box[4];   // x, y, width, height, clamped to the image
+  double box[4];  // x, y, width, height, as the file states them (not clamped)
+  double area;    // the file's "area" (what COCOeval's area ranges use); -1 when it has none
   int32_t label;  // index of the category among the categories sorted by id
   uint8_t is_crowd;
   uint8_t mask;  // CocoMaskKind
@@ -113,7 +117,7 @@ struct CocoAnnotationRecord {
 
 static_assert(sizeof(CocoCategoryRecord) == 24);
 static_assert(sizeof(CocoImageRecord) == 40);
-static_assert(sizeof(CocoAnnotationRecord) == 48);
+static_assert(sizeof(CocoAnnotationRecord) == 72);
 
 // The arrays while they are being built (and the index's storage when there is no cache).
 struct CocoIndexArrays {
@@ -121,7 +125,7 @@ struct CocoIndexArrays {
   std::vector<CocoImageRecord> images;
   std::vector<CocoAnnotationRecord> annotations;
   std::vector<uint64_t> polygon_offsets{0};
-  std::vector<float> coords;
+  std::vector<double> coords;
   std::vector<uint32_t> rle_counts;
   std::string names;
   // False for a file without an "annotations" key (an image-info file such as
@@ -152,7 +156,7 @@ class CocoIndex {
   absl::Span<const CocoImageRecord> images() const { return images_; }
   absl::Span<const CocoAnnotationRecord> annotations() const { return annotations_; }
   absl::Span<const uint64_t> polygon_offsets() const { return polygon_offsets_; }
-  absl::Span<const float> coords() const { return coords_; }
+  absl::Span<const double> coords() const { return coords_; }
   absl::Span<const uint32_t> rle_counts() const { return rle_counts_; }
   // Whether the file has an "annotations" key (see CocoIndexArrays::has_annotations).
   bool has_annotations() const { return has_annotations_; }
@@ -165,9 +169,15 @@ class CocoIndex {
   absl::Span<const CocoAnnotationRecord> AnnotationsOf(const CocoImageRecord& image) const {
     return annotations_.subspan(image.first_annotation, image.num_annotations);
   }
-  // The annotation as CocoDataset hands it out.
+  // The annotation as CocoDataset hands it out for training: box corners and polygon vertices
+  // clamped to the image (coordinates in float).
   core::ObjectInstance Object(const CocoAnnotationRecord& annotation,
                               const CocoImageRecord& image) const;
+  // The annotation as the file states it, for evaluators (CocoDataset::GroundTruth): the box
+  // unclamped, the file's area, and the mask as pycocotools' annToRLE makes it: polygons
+  // rasterised from their double coordinates (frPyObjects, merged), RLE as stored.
+  core::ObjectInstance GroundTruthObject(const CocoAnnotationRecord& annotation,
+                                         const CocoImageRecord& image) const;
 
   // Where the arrays live: the cache file when mapped, else empty.
   const std::string& cache_path() const { return cache_path_; }
@@ -188,7 +198,7 @@ class CocoIndex {
   absl::Span<const CocoImageRecord> images_;
   absl::Span<const CocoAnnotationRecord> annotations_;
   absl::Span<const uint64_t> polygon_offsets_;
-  absl::Span<const float> coords_;
+  absl::Span<const double> coords_;
   absl::Span<const uint32_t> rle_counts_;
   absl::string_view names_;
   bool has_annotations_ = true;

@@ -484,7 +484,7 @@ class CacheTest : public ::testing::Test {
     Patch(kChecksumAt, &checksum, sizeof(checksum));
   }
 
-  // The cache header's layout (coco_index.cc's CacheHeader, format version 3): checked
+  // The cache header's layout (coco_index.cc's CacheHeader, format version 4): checked
   // against the file in CacheLayoutIsAsTheTestsAssume.
   static constexpr uint64_t kChecksumAt = 56;
   static constexpr int kNumSections = 7;
@@ -586,7 +586,7 @@ TEST_F(CacheTest, UnusableCacheDirectoryFallsBackToMemory) {
 }
 
 TEST_F(CacheTest, CacheLayoutIsAsTheTestsAssume) {
-  ASSERT_EQ(kCocoIndexFormatVersion, 3u) << "update the layout constants of CacheTest";
+  ASSERT_EQ(kCocoIndexFormatVersion, 4u) << "update the layout constants of CacheTest";
   const std::string bytes = CacheBytes();
   ASSERT_GE(bytes.size(), kHeaderBytes);
   EXPECT_EQ(bytes.substr(0, 8), "VCOCOIDX");
