@@ -5,10 +5,11 @@
 //   (and flipped), the model's logits on the whole of it or on sliding windows (logits of
 //   overlapping windows averaged by a count map), flipped back, softmax, the probabilities
 //   resized bilinearly to the original image size; the label map is the argmax of their mean.
-// Every window is padded with zeros (the mean colour after normalisation) at the bottom and
-// right to the crop size, also the only window of an image smaller than the crop, as the DANet
-// authors' evaluation (PyTorch-Encoding's MultiEvalModule) pads its windows: the model sees
-// inputs of the size it was trained on. That costs compute at scales below the crop (a
+// Every window is padded with zeros (the mean colour after normalisation, as mmsegmentation)
+// at the bottom and right to the crop size, also the only window of an image smaller than the
+// crop: the model sees inputs of the size it was trained on. The DANet authors' evaluation
+// (PyTorch-Encoding's MultiEvalModule) pads its windows too, but with -mean/std (black), and
+// fuses exp(logits) summed over scales where this averages probabilities. That costs compute at scales below the crop (a
 // 256x512 image in 512x1024 windows is four times the pixels). Their stride, two thirds of the
 // crop, is the default; the last window moves back inside the image (mmsegmentation) rather
 // than hanging over its edge (theirs).
