@@ -1599,11 +1599,26 @@ absl::Status CocoNestingError(const std::string& json_path, uint64_t offset) {
       "parsing: nesting this deep would exhaust the parser's stack)"));
 }
 
+core::ObjectInstance CocoIndex::ObjectWithoutGeometry(const CocoAnnotationRecord& annotation,
+                                                      const CocoImageRecord& image) const {
+  core::ObjectInstance object;
+  object.label = annotation.label;
+  object.is_crowd = annotation.is_crowd != 0;
+  object.annotation_id = annotation.id;
+  if (annotation.mask == kRleMask) {
+    object.rle.height = image.height;
+    object.rle.width = image.width;
+    object.rle.counts.assign(rle_counts_.begin() + annotation.mask_begin,
+                             rle_counts_.begin() + annotation.mask_end);
+  }
+  return object;
+}
+
 core::ObjectInstance CocoIndex::Object(const CocoAnnotationRecord& annotation,
                                        const CocoImageRecord& image) const {
   const double width = image.width;
   const double height = image.height;
-  core::ObjectInstance object;
+  core::ObjectInstance object = ObjectWithoutGeometry(annotation, image);
   const double* b = annotation.box;
   const double x1 = std::clamp(b[0], 0.0, width);
   const double y1 = std::clamp(b[1], 0.0, height);
@@ -1611,9 +1626,6 @@ core::ObjectInstance CocoIndex::Object(const CocoAnnotationRecord& annotation,
   const double y2 = std::clamp(b[1] + b[3], 0.0, height);
   object.box = cv::Rect2f(static_cast<float>(x1), static_cast<float>(y1),
                           static_cast<float>(x2 - x1), static_cast<float>(y2 - y1));
-  object.label = annotation.label;
-  object.is_crowd = annotation.is_crowd != 0;
-  object.annotation_id = annotation.id;
   if (annotation.mask == kPolygonMask) {
     object.polygons.reserve(annotation.mask_end - annotation.mask_begin);
     for (uint64_t p = annotation.mask_begin; p < annotation.mask_end; ++p) {
@@ -1625,40 +1637,28 @@ core::ObjectInstance CocoIndex::Object(const CocoAnnotationRecord& annotation,
       }
       object.polygons.push_back(std::move(polygon));
     }
-  } else if (annotation.mask == kRleMask) {
-    object.rle.height = image.height;
-    object.rle.width = image.width;
-    object.rle.counts.assign(rle_counts_.begin() + annotation.mask_begin,
-                             rle_counts_.begin() + annotation.mask_end);
   }
   return object;
 }
 
 core::ObjectInstance CocoIndex::GroundTruthObject(const CocoAnnotationRecord& annotation,
                                                   const CocoImageRecord& image) const {
-  core::ObjectInstance object;
+  core::ObjectInstance object = ObjectWithoutGeometry(annotation, image);
   const double* b = annotation.box;
   object.box = cv::Rect2f(static_cast<float>(b[0]), static_cast<float>(b[1]),
                           static_cast<float>(b[2]), static_cast<float>(b[3]));
   object.area = annotation.area;
-  object.label = annotation.label;
-  object.is_crowd = annotation.is_crowd != 0;
-  object.annotation_id = annotation.id;
   if (annotation.mask == kPolygonMask) {
-    core::RunLengthMask mask;
+    // annToRLE: frPyObjects per polygon, merged (core::RleFromPolygons, from the doubles).
     std::vector<double> xy;
     for (uint64_t p = annotation.mask_begin; p < annotation.mask_end; ++p) {
       xy.assign(coords_.begin() + polygon_offsets_[p], coords_.begin() + polygon_offsets_[p + 1]);
-      core::RunLengthMask one = core::RleFromPolygonCoordinates(xy, image.height, image.width);
-      mask = mask.counts.empty() ? std::move(one) : core::RleUnion(mask, one);
+      object.rle = core::RleUnion(object.rle,
+                                  core::RleFromPolygonCoordinates(xy, image.height, image.width));
     }
-    if (mask.counts.empty()) mask = core::RleFromPolygonCoordinates({}, image.height, image.width);
-    object.rle = std::move(mask);
-  } else if (annotation.mask == kRleMask) {
-    object.rle.height = image.height;
-    object.rle.width = image.width;
-    object.rle.counts.assign(rle_counts_.begin() + annotation.mask_begin,
-                             rle_counts_.begin() + annotation.mask_end);
+    if (object.rle.counts.empty()) {
+      object.rle = core::RleFromPolygonCoordinates({}, image.height, image.width);
+    }
   }
   return object;
 }

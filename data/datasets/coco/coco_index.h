@@ -193,6 +193,10 @@ class CocoIndex {
                                             const CocoSourceKey& expected_key);
 
  private:
+  // Label, crowd flag, id and an RLE mask: what Object() and GroundTruthObject() share.
+  core::ObjectInstance ObjectWithoutGeometry(const CocoAnnotationRecord& annotation,
+                                             const CocoImageRecord& image) const;
+
   std::shared_ptr<const void> storage_;
   absl::Span<const CocoCategoryRecord> categories_;
   absl::Span<const CocoImageRecord> images_;
