@@ -47,6 +47,13 @@ class Model : public torch::nn::Module {
   // The annotations the model trains on and the number of classes it predicts, checked
   // against the datasets when the pipeline is built; nullopt states nothing (test models).
   virtual std::optional<TaskRequirements> DataRequirements() const { return std::nullopt; }
+
+  // Where the whole model's weights came from when the plugin imported them as it was built
+  // (e.g. a torchvision Mask R-CNN state dict named by its options' weights_path), for people to
+  // read; empty when the model starts from initialised weights (a backbone's ImageNet weights
+  // alone do not make a trained model). tools/eval and tools/infer run a model that imported its
+  // weights without --checkpoint.
+  virtual std::string ImportedWeights() const { return ""; }
 };
 
 using ModelRegistry = PluginRegistry<Model>;

@@ -47,6 +47,11 @@ class PixelLimitedDataset final : public Dataset {
   }
   std::string Describe() const override { return dataset_->Describe(); }
   std::optional<DatasetMetadata> Metadata() const override { return dataset_->Metadata(); }
+  // Forwarded like the rest: without it evaluators scored the default, the training
+  // annotations (COCO's boxes and polygons clamped to the image), not the file's.
+  absl::StatusOr<Sample> GroundTruth(int64_t index, const Sample& loaded) const override {
+    return dataset_->GroundTruth(index, loaded);
+  }
 
  private:
   const std::unique_ptr<Dataset> dataset_;

@@ -74,6 +74,12 @@ class FakeDataset : public Dataset {
     return sample;
   }
   std::string Describe() const override { return o_.name(); }
+  // Not the default (the loaded sample): what a dataset that clamps for training gives.
+  absl::StatusOr<Sample> GroundTruth(int64_t index, const Sample&) const override {
+    Sample truth;
+    truth.id = absl::StrCat("the file's annotations of sample ", index);
+    return truth;
+  }
   std::optional<DatasetMetadata> Metadata() const override {
     if (!o_.states_metadata()) return std::nullopt;
     DatasetMetadata metadata;
@@ -439,6 +445,10 @@ TEST(PipelineBuilderTest, EachSplitsMaxImagePixelsReachesItsDatasetsImageReads) 
   EXPECT_EQ((*train)->Describe(), "fake");
   EXPECT_EQ((*train)->Size(), 1);
   EXPECT_TRUE((*train)->Metadata().has_value());
+  // Evaluators score GroundTruth(): once the wrapper's default, the clamped training boxes.
+  absl::StatusOr<Sample> truth = (*eval)->GroundTruth(0, *sample);
+  ASSERT_TRUE(truth.ok()) << truth.status();
+  EXPECT_EQ(truth->id, "the file's annotations of sample 0");
 }
 
 TEST(DataAgreementTest, EvaluationAloneChecksTheModelAndEvaluatorAgainstTheEvalDataset) {

@@ -1,5 +1,6 @@
 #include "engine/inference.h"
 
+#include "absl/strings/str_cat.h"
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
 #include "core/torch_guard.h"
@@ -16,11 +17,24 @@ absl::StatusOr<InferenceModel> LoadModelForInference(const core::TrainPipelineCo
   ConfigureDevice(loaded.device, config.cudnn_benchmark());
   VISION_ASSIGN_OR_RETURN(loaded.model, core::BuildModel(config.model()));
   std::unique_ptr<ModelEma> ema;
-  if (config.train().ema_decay() > 0) {
-    ema = std::make_unique<ModelEma>(*loaded.model, config.train().ema_decay());
+  if (checkpoint.empty()) {
+    loaded.weights = loaded.model->ImportedWeights();
+    if (loaded.weights.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "no checkpoint given, and the config's model (", config.model().type(),
+          ") imports no weights of a whole model, so it would run on initialised weights. Give "
+          "--checkpoint=FILE (a checkpoint_N.pt or best.pt of a training run), or name published "
+          "weights in the model's options (e.g. MaskRCNNOptions.weights_path: a torchvision Mask "
+          "R-CNN state dict)"));
+    }
+  } else {
+    if (config.train().ema_decay() > 0) {
+      ema = std::make_unique<ModelEma>(*loaded.model, config.train().ema_decay());
+    }
+    VISION_RETURN_IF_ERROR(LoadCheckpoint(
+        checkpoint, TrainingState{loaded.model.get(), nullptr, ema.get()}, &loaded.meta));
+    loaded.weights = absl::StrCat(checkpoint, " (step ", loaded.meta.step, ")");
   }
-  VISION_RETURN_IF_ERROR(LoadCheckpoint(
-      checkpoint, TrainingState{loaded.model.get(), nullptr, ema.get()}, &loaded.meta));
   VISION_RETURN_IF_ERROR(core::GuardTorch("moving the model to its device", [&] {
     if (ema) ema->Swap(*loaded.model);
     loaded.model->to(loaded.device);

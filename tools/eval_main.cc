@@ -1,5 +1,8 @@
 // Evaluates a checkpoint on the config's eval_data and prints the metrics:
 //   eval --config=models/dbnet/configs/quickstart.pbtxt --checkpoint=runs/quickstart/best.pt
+// Without --checkpoint it evaluates the weights the config's model imports (published weights,
+// e.g. MaskRCNNOptions.weights_path with torchvision's maskrcnn_resnet50_fpn file), no training
+// run needed; a model that imports none is refused.
 // With --output_dir it also writes the evaluator's result files in the format's own layout
 // (ICDAR2015: res_<image>.txt per image) and each image with the predictions drawn (green) over
 // the ground truth (red, don't-care in grey) as PNG. Run under //tools:launch to evaluate with
@@ -26,7 +29,9 @@
 #include "tools/flags_util.h"
 
 ABSL_FLAG(std::string, config, "", "Path of the pipeline config (.pbtxt).");
-ABSL_FLAG(std::string, checkpoint, "", "Checkpoint to evaluate (checkpoint_N.pt or best.pt).");
+ABSL_FLAG(std::string, checkpoint, "",
+          "Checkpoint to evaluate (checkpoint_N.pt or best.pt); without it, the weights the "
+          "config's model imports (e.g. MaskRCNNOptions.weights_path).");
 ABSL_FLAG(std::string, output_dir, "",
           "If set: the evaluator's result files and drawn images are written here.");
 ABSL_FLAG(int, max_images, -1, "Draw at most this many images (-1: all).");
@@ -39,9 +44,7 @@ namespace fs = std::filesystem;
 absl::Status Run(const std::vector<std::string>& overrides) {
   const std::string config_path = absl::GetFlag(FLAGS_config);
   const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
-  if (config_path.empty() || checkpoint.empty()) {
-    return absl::InvalidArgumentError("--config and --checkpoint are required");
-  }
+  if (config_path.empty()) return absl::InvalidArgumentError("--config is required");
   VISION_ASSIGN_OR_RETURN(core::TrainPipelineConfig config,
                           core::LoadPipelineConfig(config_path, overrides));
   if (!config.has_eval_data() || !config.evaluation().has_evaluator()) {
@@ -101,8 +104,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   VISION_ASSIGN_OR_RETURN(Metrics metrics, engine::RunEvaluation(job));
   if (staged != nullptr) VISION_RETURN_IF_ERROR(staged->Commit());
   if (collectives->rank() == 0) {
-    std::printf("%s (step %lld) on %s:\n", checkpoint.c_str(),
-                static_cast<long long>(loaded.meta.step), dataset->Describe().c_str());
+    std::printf("%s on %s:\n", loaded.weights.c_str(), dataset->Describe().c_str());
     for (const auto& [name, value] : metrics) std::printf("  %-10s %.4f\n", name.c_str(), value);
     if (!output_dir.empty()) std::printf("results and drawings in %s\n", output_dir.c_str());
   }
@@ -115,7 +117,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
 int main(int argc, char** argv) {
   return vision::tools::RunDriver(
       argc, argv,
-      "Evaluates a checkpoint: eval --config=FILE --checkpoint=FILE [--output_dir=DIR] "
+      "Evaluates a checkpoint: eval --config=FILE [--checkpoint=FILE] [--output_dir=DIR] "
       "[--override='TEXT' ...]",
       vision::tools::Run);
 }

@@ -30,7 +30,9 @@
 #include "tools/flags_util.h"
 
 ABSL_FLAG(std::string, config, "", "Path of the pipeline config (.pbtxt).");
-ABSL_FLAG(std::string, checkpoint, "", "Checkpoint with the trained weights.");
+ABSL_FLAG(std::string, checkpoint, "",
+          "Checkpoint with the trained weights; without it, the weights the config's model "
+          "imports (e.g. MaskRCNNOptions.weights_path).");
 ABSL_FLAG(std::string, images, "", "An image file, or a folder of .jpg/.jpeg/.png images.");
 ABSL_FLAG(std::string, output_dir, "", "Where drawn images and result files go.");
 
@@ -88,9 +90,9 @@ struct Findings {
 
 absl::Status Run(const std::vector<std::string>& overrides) {
   const std::string output_dir = absl::GetFlag(FLAGS_output_dir);
-  if (absl::GetFlag(FLAGS_config).empty() || absl::GetFlag(FLAGS_checkpoint).empty() ||
-      absl::GetFlag(FLAGS_images).empty() || output_dir.empty()) {
-    return absl::InvalidArgumentError("--config, --checkpoint, --images and --output_dir are required");
+  if (absl::GetFlag(FLAGS_config).empty() || absl::GetFlag(FLAGS_images).empty() ||
+      output_dir.empty()) {
+    return absl::InvalidArgumentError("--config, --images and --output_dir are required");
   }
   VISION_ASSIGN_OR_RETURN(core::TrainPipelineConfig config,
                           core::LoadPipelineConfig(absl::GetFlag(FLAGS_config), overrides));
@@ -150,7 +152,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
 int main(int argc, char** argv) {
   return vision::tools::RunDriver(
       argc, argv,
-      "Runs a model on images: infer --config=FILE --checkpoint=FILE --images=PATH "
+      "Runs a model on images: infer --config=FILE [--checkpoint=FILE] --images=PATH "
       "--output_dir=DIR [--override='TEXT' ...]",
       vision::tools::Run);
 }

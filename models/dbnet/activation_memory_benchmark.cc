@@ -330,7 +330,9 @@ int Run() {
   if (scaler.enabled()) absl::StrAppend(&summary, " loss_scale=", scaler.scale());
   if (device->is_cuda()) {
     const c10::CachingDeviceAllocator::DeviceStats stats =
-        c10::getDeviceAllocator(c10::kCUDA)->getDeviceStats(device->index());
+        // `--device=cuda` has no index (-1, which the allocator refuses as "invalid device
+        // argument"); the tensors live on the current device.
+        c10::getDeviceAllocator(c10::kCUDA)->getDeviceStats(batch.images.device().index());
     constexpr size_t kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     absl::StrAppend(&summary, " peak_allocated_mib=", stats.allocated_bytes[kAll].peak / kMiB,
                     " peak_reserved_mib=", stats.reserved_bytes[kAll].peak / kMiB);

@@ -289,6 +289,14 @@ absl::StatusOr<std::unique_ptr<MaskRCNN>> MaskRCNN::Create(const MaskRCNNOptions
       TORCH_WARN("MaskRCNN loaded '", options.weights_path(),
                  "' partially (strict_weights is off): ", report.ToString());
     }
+    model->imported_weights_ = absl::StrCat("torchvision Mask R-CNN state dict '",
+                                            options.weights_path(), "' (MaskRCNNOptions.weights_path");
+    if (!report.added.empty()) {
+      absl::StrAppend(&model->imported_weights_, "; predictor layers newly initialised: ",
+                      absl::StrJoin(report.added, ", "));
+    }
+    if (!report.complete()) absl::StrAppend(&model->imported_weights_, "; loaded partially");
+    model->imported_weights_ += ")";
   }
   return model;
 }

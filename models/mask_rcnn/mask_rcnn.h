@@ -67,6 +67,7 @@ class MaskRCNN : public core::Model {
   std::vector<core::Sample> Predict(const core::Batch& batch) override;
   std::shared_ptr<const core::TargetGenerator> MakeTargetGenerator() const override;
   std::optional<core::TaskRequirements> DataRequirements() const override;
+  std::string ImportedWeights() const override { return imported_weights_; }
   // "backbone.body.layer1".."backbone.body.layer4".
   absl::Status EnableActivationCheckpointing(const std::vector<std::string>& submodules) override;
 
@@ -85,6 +86,8 @@ class MaskRCNN : public core::Model {
   BackboneWithFpn backbone_{nullptr};
   RegionProposalNetwork rpn_{nullptr};
   RoiHeads roi_heads_{nullptr};
+  // Set by Create when MaskRCNNOptions.weights_path imported a torchvision state dict.
+  std::string imported_weights_;
 };
 
 // torchvision's MaskRCNN state-dict key -> this model's ("backbone.fpn.inner_blocks.0.0.weight"
