@@ -2,7 +2,8 @@
 
   coco_eval_peer.py generate --images=N --out=DIR [--seed=1]
 writes DIR/instances.json (a COCO instances file: N images of 640x480, 1 to 10 objects each in
-categories 1, 3, 7, 12 with polygon masks, "area" the masks' pixel count as pycocotools
+categories 1, 3, 7, 12 with polygon masks in two-decimal coordinates, some crossing the
+image's border, as real COCO files have them, "area" the masks' pixel count as pycocotools
 rasterises them, and crowd regions as uncompressed RLE in about one image in six) and
 DIR/results.json (about 20 detections per image: the ground truth with perturbed polygons,
 some with a wrong category or duplicated, and random false positives; "segmentation" is
@@ -31,18 +32,19 @@ WIDTH, HEIGHT = 640, 480
 CATEGORIES = [1, 3, 7, 12]
 
 
-def quarter(v):
-    # Multiples of 1/4 are exact as floats too (our side reads polygons as float).
-    return np.round(np.asarray(v, dtype=np.float64) * 4) / 4
+def two_decimals(v):
+    # As COCO's files write coordinates: two decimals, which no binary float holds exactly.
+    return np.round(np.asarray(v, dtype=np.float64), 2)
 
 
 def random_polygon(rng, cx, cy, radius):
+    # Not clipped to the image: COCO's polygons may cross its border (the rasteriser clips).
     n = int(rng.integers(5, 11))
     angles = np.sort(rng.uniform(0, 2 * np.pi, n))
     radii = radius * rng.uniform(0.6, 1.0, n)
-    xs = np.clip(cx + radii * np.cos(angles), 0, WIDTH)
-    ys = np.clip(cy + radii * np.sin(angles), 0, HEIGHT)
-    return quarter(np.stack([xs, ys], axis=1).reshape(-1))
+    xs = cx + radii * np.cos(angles)
+    ys = cy + radii * np.sin(angles)
+    return two_decimals(np.stack([xs, ys], axis=1).reshape(-1))
 
 
 def random_object(rng):
@@ -124,7 +126,7 @@ def generate(num_images, out, seed):
             for _ in range(copies):
                 scale = np.sqrt(max(polygon_box(polygons)[2] * polygon_box(polygons)[3], 1.0))
                 shift = rng.normal(0, 0.05 * scale, 2)
-                moved = [quarter(np.clip(p.reshape(-1, 2) + shift
+                moved = [two_decimals(np.clip(p.reshape(-1, 2) + shift
                                          + rng.normal(0, max(0.5, 0.04 * scale), (len(p) // 2, 2)),
                                          0, [WIDTH, HEIGHT]).reshape(-1)) for p in polygons]
                 label = category if rng.random() < 0.9 else CATEGORIES[int(rng.integers(4))]

@@ -4,7 +4,8 @@
 # (benchmarks/coco_eval_peer.py), on the same two files, in one command:
 #   bash benchmarks/coco_eval_vs_pycocotools.sh [--images=5000 --seed=1]
 # The data, written to a temporary directory from a fixed seed: a COCO instances file of
-# --images 640x480 images (1 to 10 polygon objects each in categories 1, 3, 7, 12, crowd RLE
+# --images 640x480 images (1 to 10 polygon objects each in categories 1, 3, 7, 12, in two-decimal
+# coordinates, some crossing the border, crowd RLE
 # regions in about one image in six) and a results JSON of about 20 detections per image
 # (perturbed ground truth and random false positives, masks as compressed RLE, boxes).
 # Both sides time the whole job: reading the two JSON files and evaluating bbox and segm

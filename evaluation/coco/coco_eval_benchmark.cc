@@ -56,16 +56,14 @@ std::array<double, 4> Box(const Json& j) { return j.get<std::array<double, 4>>()
 // compressed RLE (counts a string).
 vision::core::RunLengthMask Mask(const Json& segmentation, int height, int width) {
   if (segmentation.is_array()) {
-    std::vector<vision::core::Polygon> polygons;
+    // As pycocotools' annToRLE and CocoIndex::GroundTruthObject: each polygon rasterised from
+    // the file's doubles (floats move boundary pixels of two-decimal coordinates), then merged.
+    vision::core::RunLengthMask rle = vision::core::RleFromPolygonCoordinates({}, height, width);
     for (const Json& flat : segmentation) {
-      const std::vector<double> xy = flat.get<std::vector<double>>();
-      vision::core::Polygon polygon;
-      for (size_t i = 0; i + 1 < xy.size(); i += 2) {
-        polygon.emplace_back(static_cast<float>(xy[i]), static_cast<float>(xy[i + 1]));
-      }
-      polygons.push_back(std::move(polygon));
+      rle = vision::core::RleUnion(rle, vision::core::RleFromPolygonCoordinates(
+                                            flat.get<std::vector<double>>(), height, width));
     }
-    return vision::core::RleFromPolygons(polygons, height, width);
+    return rle;
   }
   vision::core::RunLengthMask rle;
   const std::array<int, 2> size = segmentation.at("size").get<std::array<int, 2>>();
