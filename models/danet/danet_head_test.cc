@@ -1,8 +1,10 @@
 // Parity of DANet's attention modules and head with a PyTorch reference written from the paper
 // and the authors' structure (testdata/make_danet_golden.py): outputs, input gradients and the
-// gammas' gradients within 1e-5 (float32 on both sides; only summation order differs).
+// gammas' gradients within 5e-5 of the golden's largest magnitude (float32 on both sides; only
+// summation order differs).
 #include "models/danet/danet_head.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -21,7 +23,16 @@
 namespace vision::models::danet {
 namespace {
 
-constexpr double kTolerance = 1e-5;
+// float32 on both sides with another summation order, which depends on the CPU's kernels: an
+// absolute 1e-5 held where the golden was made and failed on two other machines (fused output
+// 1.0e-5 of 10.3; on an AMD EPYC the input gradient 3.2e-5 of 6.5, sa.gamma's 9.2e-5 of 84, i.e.
+// at most 5e-6 of the largest magnitude). 5e-5 of it (at least of 1) leaves 10x; an error in the
+// modules moves results by percents.
+constexpr double kRelativeTolerance = 5e-5;
+
+double Tolerance(const at::Tensor& expected) {
+  return kRelativeTolerance * std::max(1.0, expected.abs().max().item<double>());
+}
 
 const std::map<std::string, at::Tensor>& Golden() {
   static const auto* golden = [] {
@@ -80,14 +91,17 @@ void CheckCase(torch::nn::Module& module, const std::string& name, const std::st
   ASSERT_EQ(results.size(), outputs.size());
   at::Tensor total = at::zeros({});
   for (size_t i = 0; i < outputs.size(); ++i) {
-    EXPECT_LT(MaxDiff(results[i], G(name + "/" + outputs[i])), kTolerance) << outputs[i];
+    const at::Tensor& expected = G(name + "/" + outputs[i]);
+    EXPECT_LT(MaxDiff(results[i], expected), Tolerance(expected)) << outputs[i];
     total = total + (results[i] * G(name + "/probe_" + outputs[i])).sum();
   }
   total.backward();
-  EXPECT_LT(MaxDiff(input.grad(), G(name + "/grad_input")), kTolerance) << "input gradient";
+  const at::Tensor& grad_input = G(name + "/grad_input");
+  EXPECT_LT(MaxDiff(input.grad(), grad_input), Tolerance(grad_input)) << "input gradient";
   for (const auto& item : module.named_parameters()) {
     if (item.key().size() < 5 || item.key().substr(item.key().size() - 5) != "gamma") continue;
-    EXPECT_LT(MaxDiff(item.value().grad(), G(name + "/grad/" + item.key())), kTolerance)
+    const at::Tensor& grad = G(name + "/grad/" + item.key());
+    EXPECT_LT(MaxDiff(item.value().grad(), grad), Tolerance(grad))
         << item.key();
   }
 }
@@ -139,7 +153,8 @@ TEST(DANetHeadTest, MatchesTheReferenceInTrainingModeWithoutDropout) {
   for (const auto& item : head->named_buffers()) {
     const std::string& key = item.key();
     if (key.find("running_") == std::string::npos) continue;
-    EXPECT_LT(MaxDiff(item.value(), G("head_train/after/" + key)), kTolerance) << key;
+    const at::Tensor& after = G("head_train/after/" + key);
+    EXPECT_LT(MaxDiff(item.value(), after), Tolerance(after)) << key;
   }
 }
 
