@@ -19,6 +19,7 @@ def vision_training_target(
         name,
         config,
         deps,
+        bases = [],
         nproc_per_node = 1,
         launcher_args = [],
         tags = [],
@@ -32,6 +33,8 @@ def vision_training_target(
         started from (BUILD_WORKSPACE_DIRECTORY).
       deps: the plugin targets the config names (model, backbone, datasets, augmentations,
         optimizer, schedule, strategy, evaluator); the dry-run test says which one is missing.
+      bases: the configs `config` builds on through `base:` (its base, the base's base...), so
+        that they are in runfiles beside it; the dry-run test says when one is missing.
       nproc_per_node: > 1 runs the trainer under //distributed/launch with that many processes.
       launcher_args: more launcher flags (e.g. "--master_port=0"); needs nproc_per_node > 1.
       tags: for every generated target (e.g. "manual").
@@ -85,7 +88,7 @@ def vision_training_target(
     native.sh_binary(
         name = name,
         srcs = [name + ".sh"],
-        data = [":" + trainer, config] + ([launcher] if nproc_per_node > 1 else []),
+        data = [":" + trainer, config] + bases + ([launcher] if nproc_per_node > 1 else []),
         tags = tags,
         visibility = visibility,
     )
@@ -97,7 +100,7 @@ def vision_training_target(
             "--target=" + label,
             "--nproc_per_node=%d" % nproc_per_node,
         ],
-        data = [config],
+        data = [config] + bases,
         deps = ["//tools:config_dry_run_main"] + deps,
         tags = tags,
     )

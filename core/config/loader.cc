@@ -2,13 +2,17 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -151,6 +155,25 @@ void CheckSegmentationInference(const SegmentationInferenceConfig& c, const std:
   problems->Require(c.max_batch_size() >= 0, field + ".max_batch_size",
                     absl::StrCat("must be >= 0 (0: the eval loader's batch size), got ",
                                  c.max_batch_size()));
+  // Window settings without windows would silently do nothing.
+  if (!crop && c.window_placement() != SegmentationInferenceConfig::SHIFT_INSIDE) {
+    problems->Add(field + ".window_placement",
+                  "is set but there is no crop: set crop_height and crop_width for sliding "
+                  "windows, or leave window_placement unset");
+  }
+  if (!crop && c.pad_value_size() > 0) {
+    problems->Add(field + ".pad_value",
+                  "is set but there is no crop (only windows are padded): set crop_height and "
+                  "crop_width, or leave pad_value unset");
+  }
+  problems->Require(c.pad_value_size() == 0 || c.pad_value_size() == 1 || c.pad_value_size() == 3,
+                    field + ".pad_value",
+                    absl::StrCat("give one value for every channel or one per channel (3), got ",
+                                 c.pad_value_size(), " values"));
+  for (int i = 0; i < c.pad_value_size(); ++i) {
+    problems->Require(std::isfinite(c.pad_value(i)), absl::StrCat(field, ".pad_value[", i, "]"),
+                      absl::StrCat("must be finite, got ", c.pad_value(i)));
+  }
 }
 
 bool ValidDevice(const std::string& device) {
@@ -165,7 +188,10 @@ bool ValidDevice(const std::string& device) {
 // Protobuf's MergeFrom treats an Any as opaque bytes, so an override of one plugin option
 // would erase the plugin's other options. This merge descends into Any payloads of the same
 // type: `--override='model { options { [type.googleapis.com/X] { k: 30 } } }'` changes k only.
-void MergeAnyAware(const google::protobuf::Message& from, google::protobuf::Message* to) {
+// Repeated fields append (overrides), or with `replace_repeated` replace the list (a recipe
+// over its base).
+void MergeAnyAware(const google::protobuf::Message& from, google::protobuf::Message* to,
+                   bool replace_repeated = false) {
   using google::protobuf::FieldDescriptor;
   const google::protobuf::Reflection* from_reflection = from.GetReflection();
   const google::protobuf::Reflection* to_reflection = to->GetReflection();
@@ -180,6 +206,8 @@ void MergeAnyAware(const google::protobuf::Message& from, google::protobuf::Mess
     if (!field->is_repeated() && field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       flat->GetReflection()->ClearField(flat.get(), field);
       nested.push_back(field);
+    } else if (field->is_repeated() && replace_repeated) {
+      to_reflection->ClearField(to, field);
     }
   }
   to->MergeFrom(*flat);
@@ -201,7 +229,7 @@ void MergeAnyAware(const google::protobuf::Message& from, google::protobuf::Mess
         std::unique_ptr<google::protobuf::Message> to_payload(prototype->New());
         if (from_payload->ParseFromString(from_any->value()) &&
             to_payload->ParseFromString(to_any->value())) {
-          MergeAnyAware(*from_payload, to_payload.get());
+          MergeAnyAware(*from_payload, to_payload.get(), replace_repeated);
           to_payload->SerializeToString(to_any->mutable_value());
           continue;
         }
@@ -209,14 +237,13 @@ void MergeAnyAware(const google::protobuf::Message& from, google::protobuf::Mess
       to_any->CopyFrom(*from_any);
       continue;
     }
-    MergeAnyAware(from_sub, to_sub);
+    MergeAnyAware(from_sub, to_sub, replace_repeated);
   }
 }
 
-}  // namespace
-
-absl::Status MergeConfigText(const std::string& text, const std::string& source,
-                             TrainPipelineConfig* config) {
+// Parses one text-format config (named `source` in errors).
+absl::StatusOr<TrainPipelineConfig> ParseConfigText(const std::string& text,
+                                                    const std::string& source) {
   VISION_RETURN_IF_ERROR(CheckNesting(source, text, TextSyntax::kProtoText,
                                       "a pipeline config nests at most about 8 deep"));
   ErrorCollector errors(source);
@@ -229,6 +256,57 @@ absl::Status MergeConfigText(const std::string& text, const std::string& source,
                                                   : absl::StrJoin(errors.errors(), "\n");
     return absl::InvalidArgumentError(message);
   }
+  return parsed;
+}
+
+// A recipe chain is short (detectron2's and MMEngine's are 2-4 files); a longer one is a
+// mistake, and the bound keeps a cycle through differently spelled paths finite.
+constexpr int kMaxBaseDepth = 8;
+
+// `path` with its `base` chain resolved: the base loaded first (recursively), this file laid
+// over it with repeated fields replacing. `chain` holds the files that include this one.
+absl::StatusOr<TrainPipelineConfig> LoadWithBases(const std::string& path,
+                                                  std::vector<std::string>* chain) {
+  const std::string normal = std::filesystem::path(path).lexically_normal().string();
+  if (std::find(chain->begin(), chain->end(), normal) != chain->end() ||
+      static_cast<int>(chain->size()) >= kMaxBaseDepth) {
+    chain->push_back(normal);
+    // FailedPrecondition: passed up unwrapped, the chain says it all.
+    return absl::FailedPreconditionError(absl::StrCat(
+        chain->size() > static_cast<size_t>(kMaxBaseDepth) ? "base chain longer than 8 files: "
+                                                           : "base chain is a cycle: ",
+        absl::StrJoin(*chain, " -> "), "; a recipe's base must not include it again"));
+  }
+  chain->push_back(normal);
+  VISION_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  VISION_ASSIGN_OR_RETURN(TrainPipelineConfig config, ParseConfigText(text, path));
+  if (!config.has_base()) return config;
+  std::string base = config.base();
+  if (std::filesystem::path(base).is_relative()) {
+    base = (std::filesystem::path(path).parent_path() / base).string();
+  }
+  absl::StatusOr<TrainPipelineConfig> merged = LoadWithBases(base, chain);
+  if (!merged.ok()) {
+    if (absl::IsFailedPrecondition(merged.status())) return merged.status();
+    return absl::Status(merged.status().code(),
+                        absl::StrCat(path, ": base: \"", config.base(), "\" (", base,
+                                     "): ", merged.status().message()));
+  }
+  config.clear_base();
+  MergeAnyAware(config, &*merged, /*replace_repeated=*/true);
+  return merged;
+}
+
+}  // namespace
+
+absl::Status MergeConfigText(const std::string& text, const std::string& source,
+                             TrainPipelineConfig* config) {
+  VISION_ASSIGN_OR_RETURN(const TrainPipelineConfig parsed, ParseConfigText(text, source));
+  if (parsed.has_base()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": base: is read in config files only (their first load); put it "
+                             "in the .pbtxt, or give the base file as --config"));
+  }
   MergeAnyAware(parsed, config);
   return absl::OkStatus();
 }
@@ -236,9 +314,8 @@ absl::Status MergeConfigText(const std::string& text, const std::string& source,
 absl::StatusOr<TrainPipelineConfig> LoadPipelineConfig(const std::string& path,
                                                        const std::vector<std::string>& overrides,
                                                        ConfigUse use) {
-  VISION_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
-  TrainPipelineConfig config;
-  VISION_RETURN_IF_ERROR(MergeConfigText(text, path, &config));
+  std::vector<std::string> chain;
+  VISION_ASSIGN_OR_RETURN(TrainPipelineConfig config, LoadWithBases(path, &chain));
   for (size_t i = 0; i < overrides.size(); ++i) {
     const std::string source = absl::StrCat("--override #", i + 1, " '", overrides[i], "'");
     VISION_RETURN_IF_ERROR(MergeConfigText(overrides[i], source, &config));

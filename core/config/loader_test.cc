@@ -72,6 +72,60 @@ TEST(LoaderTest, OverrideMergesInsidePluginOptions) {
   EXPECT_TRUE(c->model().options().Is<testing::BarOptions>());
 }
 
+TEST(LoaderTest, BaseIsLoadedFirstAndTheFileLaidOverIt) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("bases/derived.pbtxt"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->has_base()) << "the loaded config has its base resolved";
+  EXPECT_EQ(c->name(), "derived");
+  EXPECT_DOUBLE_EQ(c->optimizer().lr(), 0.01);
+  EXPECT_DOUBLE_EQ(c->optimizer().weight_decay(), 0.0001);  // merged, not replaced
+  EXPECT_EQ(c->optimizer().type(), "SGD");
+  // A repeated field the recipe sets replaces the base's list.
+  ASSERT_EQ(c->train_data().augmentations_size(), 1);
+  EXPECT_EQ(c->train_data().augmentations(0).type(), "Normalize");
+  EXPECT_EQ(c->train_data().loader().batch_size(), 4);
+  // What the recipe does not name is the base's, plugin options included.
+  testing::FooOptions options;
+  ASSERT_TRUE(c->model().options().UnpackTo(&options));
+  EXPECT_EQ(options.size(), 7);
+  EXPECT_EQ(c->train().max_steps(), 100);
+}
+
+TEST(LoaderTest, BasesChainAndOverridesStillAppend) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(
+      Path("bases/derived_twice.pbtxt"), {"train_data { augmentations { type: \"Flip\" } }"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->seed(), 3u);
+  EXPECT_EQ(c->name(), "derived");
+  EXPECT_DOUBLE_EQ(c->optimizer().lr(), 0.01);
+  ASSERT_EQ(c->train_data().augmentations_size(), 2);
+  EXPECT_EQ(c->train_data().augmentations(1).type(), "Flip");
+}
+
+TEST(LoaderTest, BaseCycleIsAnErrorNamingTheChain) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("bases/cycle_a.pbtxt"));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("base chain is a cycle: testdata/configs/bases/cycle_a.pbtxt -> "
+                        "testdata/configs/bases/cycle_b.pbtxt -> "
+                        "testdata/configs/bases/cycle_a.pbtxt"));
+}
+
+TEST(LoaderTest, MissingBaseNamesTheFileTheBaseAndWhereItLooked) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("bases/missing_base.pbtxt"));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("testdata/configs/bases/missing_base.pbtxt: base: \"no_such_recipe.pbtxt\" "
+                        "(testdata/configs/bases/no_such_recipe.pbtxt): "));
+}
+
+TEST(LoaderTest, BaseInAnOverrideIsRefused) {
+  absl::StatusOr<TrainPipelineConfig> c =
+      LoadPipelineConfig(Path("valid.pbtxt"), {"base: \"bases/derived.pbtxt\""});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("base: is read in config files only"));
+}
+
 TEST(LoaderTest, MalformedFileNamesFileLineColumnAndReason) {
   absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("malformed.pbtxt"));
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
@@ -247,6 +301,37 @@ TEST(LoaderTest, SegmentationInferenceOptionsAreChecked) {
                           "flip: true crop_height: 64 crop_width: 128 stride_width: 128 } }"});
   EXPECT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(ValidateSegmentationInferenceConfig(SegmentationInferenceConfig()).ok());
+}
+
+TEST(LoaderTest, SegmentationInferenceWindowSettingsNeedWindows) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(
+      Path("valid.pbtxt"),
+      {"evaluation { segmentation_inference { window_placement: OVERHANG pad_value: -2 } }"});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  std::string message(c.status().message());
+  EXPECT_THAT(message, HasSubstr("evaluation.segmentation_inference.window_placement: is set but "
+                                 "there is no crop"));
+  EXPECT_THAT(message, HasSubstr("evaluation.segmentation_inference.pad_value: is set but there "
+                                 "is no crop (only windows are padded)"));
+
+  c = LoadPipelineConfig(Path("valid.pbtxt"),
+                         {"evaluation { segmentation_inference { crop_height: 8 crop_width: 8 "
+                          "pad_value: [1, 2] } }"});
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("evaluation.segmentation_inference.pad_value: give one value for every "
+                        "channel or one per channel (3), got 2 values"));
+  c = LoadPipelineConfig(Path("valid.pbtxt"),
+                         {"evaluation { segmentation_inference { crop_height: 8 crop_width: 8 "
+                          "pad_value: [0, nan, 0] } }"});
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("evaluation.segmentation_inference.pad_value[1]: must be finite, got nan"));
+
+  c = LoadPipelineConfig(
+      Path("valid.pbtxt"),
+      {"evaluation { segmentation_inference { crop_height: 8 crop_width: 8 window_placement: "
+       "OVERHANG pad_value: [-2.1179039, -2.0357143, -1.8044444] fusion: SUM_EXP_LOGITS "
+       "align_corners: true } }"});
+  EXPECT_TRUE(c.ok()) << c.status();
 }
 
 TEST(LoaderTest, FingerprintIsStableAndSensitive) {
