@@ -10,6 +10,39 @@
 
 namespace vision::engine {
 
+data::LoaderOptions LoaderOptionsFromConfig(const core::LoaderConfig& config, uint64_t seed,
+                                            bool pin_memory) {
+  data::LoaderOptions o;
+  o.batch_size = config.batch_size();
+  o.num_workers = config.num_workers();
+  o.prefetch_batches = config.prefetch_batches();
+  o.drop_last = config.drop_last();
+  o.skip_bad_samples = config.on_bad_sample() == core::LoaderConfig::SKIP;
+  o.max_bad_sample_fraction = config.max_bad_sample_fraction();
+  o.seed = seed;
+  o.pin_memory = pin_memory;
+  return o;
+}
+
+EvaluationJob EvaluationJobFromConfig(
+    const core::TrainPipelineConfig& config, core::Model* model, const core::Dataset* dataset,
+    const std::vector<std::unique_ptr<core::Augmentation>>& augmentations,
+    core::Evaluator* evaluator, const c10::Device& device, core::Collectives* collectives) {
+  EvaluationJob job;
+  job.model = model;
+  job.dataset = dataset;
+  for (const auto& a : augmentations) job.augmentations.push_back(a.get());
+  job.evaluator = evaluator;
+  job.loader = LoaderOptionsFromConfig(config.eval_data().loader(), config.seed(),
+                                       device.is_cuda());
+  job.device = device;
+  job.collectives = collectives;
+  if (config.evaluation().has_segmentation_inference()) {
+    job.segmentation_inference = config.evaluation().segmentation_inference();
+  }
+  return job;
+}
+
 absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob& job) {
   core::Collectives& collectives = *job.collectives;
   std::vector<int64_t> indices;
@@ -19,6 +52,7 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
   data::LoaderOptions options = job.loader;
   options.drop_last = false;
   options.keep_ground_truth = true;
+  options.refill_skipped = false;
   data::DataLoader loader(*job.dataset, job.augmentations, nullptr, options);
   loader.StartEpoch(0, std::move(indices));
   job.model->eval();

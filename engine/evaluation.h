@@ -6,7 +6,9 @@
 #define VISION_ENGINE_EVALUATION_H_
 
 #include <functional>
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +47,21 @@ struct EvaluationJob {
   std::optional<core::SegmentationInferenceConfig> segmentation_inference;
 };
 
+// The loader options a LoaderConfig states (batch size, workers, prefetching, drop_last,
+// on_bad_sample and its max_bad_sample_fraction), with the run's seed; pinned memory on CUDA.
+data::LoaderOptions LoaderOptionsFromConfig(const core::LoaderConfig& config, uint64_t seed,
+                                            bool pin_memory);
+
+// The evaluation job of `config`: eval_data.loader's options (LoaderOptionsFromConfig) and
+// evaluation.segmentation_inference. The one definition the trainer's evaluation and the eval
+// and infer tools share; they add their callbacks and output directories.
+EvaluationJob EvaluationJobFromConfig(
+    const core::TrainPipelineConfig& config, core::Model* model, const core::Dataset* dataset,
+    const std::vector<std::unique_ptr<core::Augmentation>>& augmentations,
+    core::Evaluator* evaluator, const c10::Device& device, core::Collectives* collectives);
+
+// Under loader.on_bad_sample: SKIP a bad sample is left out of the metrics (never replaced by
+// another sample, which would then count twice).
 absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob& job);
 
 }  // namespace vision::engine

@@ -44,19 +44,6 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-data::LoaderOptions LoaderOptionsFrom(const core::LoaderConfig& c, uint64_t seed, bool cuda) {
-  data::LoaderOptions o;
-  o.batch_size = c.batch_size();
-  o.num_workers = c.num_workers();
-  o.prefetch_batches = c.prefetch_batches();
-  o.drop_last = c.drop_last();
-  o.skip_bad_samples = c.on_bad_sample() == core::LoaderConfig::SKIP;
-  o.max_bad_sample_fraction = c.max_bad_sample_fraction();
-  o.seed = seed;
-  o.pin_memory = cuda;
-  return o;
-}
-
 std::vector<const core::Augmentation*> Pointers(
     const std::vector<std::unique_ptr<core::Augmentation>>& augmentations) {
   std::vector<const core::Augmentation*> out;
@@ -231,7 +218,7 @@ absl::Status Trainer::Loop::SetUpData() {
   total_steps_ = t.has_max_steps() ? t.max_steps() : t.max_epochs() * (batches_per_epoch_ / accumulation);
   train_loader_ = std::make_unique<data::DataLoader>(
       *p_.train_dataset, Pointers(p_.train_augmentations), p_.model->MakeTargetGenerator(),
-      LoaderOptionsFrom(lc, config_.seed(), !device_.is_cpu()));
+      LoaderOptionsFromConfig(lc, config_.seed(), !device_.is_cpu()));
   return absl::OkStatus();
 }
 
@@ -616,17 +603,9 @@ absl::StatusOr<std::map<std::string, double>> Trainer::Loop::Evaluate() {
   if (p_.evaluator == nullptr || p_.eval_dataset == nullptr) {
     return absl::FailedPreconditionError("evaluation needs evaluation.evaluator and eval_data");
   }
-  EvaluationJob job;
-  job.model = p_.model.get();
-  job.dataset = p_.eval_dataset.get();
-  job.augmentations = Pointers(p_.eval_augmentations);
-  job.evaluator = p_.evaluator.get();
-  job.loader = LoaderOptionsFrom(config_.eval_data().loader(), config_.seed(), !device_.is_cpu());
-  job.device = device_;
-  job.collectives = &collectives_;
-  if (config_.evaluation().has_segmentation_inference()) {
-    job.segmentation_inference = config_.evaluation().segmentation_inference();
-  }
+  EvaluationJob job =
+      EvaluationJobFromConfig(config_, p_.model.get(), p_.eval_dataset.get(),
+                              p_.eval_augmentations, p_.evaluator.get(), device_, &collectives_);
   // A few of rank 0's predictions drawn over their ground truth, for TensorBoard.
   constexpr int kImages = 4;
   std::vector<cv::Mat> drawn;

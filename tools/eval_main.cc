@@ -77,21 +77,11 @@ absl::Status Run(const std::vector<std::string>& overrides) {
     VISION_ASSIGN_OR_RETURN(staged, core::StagedDirectory::Create(output_dir));
   }
   int drawn = 0;
-  engine::EvaluationJob job;
-  job.model = loaded.model.get();
-  job.dataset = dataset.get();
-  for (const auto& a : augmentations) job.augmentations.push_back(a.get());
-  job.evaluator = evaluator.get();
-  job.loader.batch_size = config.eval_data().loader().batch_size();
-  job.loader.num_workers = config.eval_data().loader().num_workers();
-  job.loader.seed = config.seed();
-  job.loader.pin_memory = loaded.device.is_cuda();
-  job.device = loaded.device;
-  job.collectives = collectives.get();
+  // As the trainer evaluates (eval_data.loader's options, on_bad_sample included).
+  engine::EvaluationJob job =
+      engine::EvaluationJobFromConfig(config, loaded.model.get(), dataset.get(), augmentations,
+                                      evaluator.get(), loaded.device, collectives.get());
   if (staged != nullptr) job.results_dir = staged->path();
-  if (config.evaluation().has_segmentation_inference()) {
-    job.segmentation_inference = config.evaluation().segmentation_inference();
-  }
   if (!output_dir.empty()) {
     job.on_prediction = [&](const core::Sample& prediction, const core::Sample& truth) {
       const int max_images = absl::GetFlag(FLAGS_max_images);

@@ -118,18 +118,12 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::StagedDirectory> staged,
                           core::StagedDirectory::Create(output_dir));
   core::SingleProcess single;
-  engine::EvaluationJob job;
-  job.model = loaded.model.get();
-  job.dataset = images.get();
-  for (const auto& a : augmentations) job.augmentations.push_back(a.get());
+  // As the trainer evaluates, with the images one at a time (a folder's images have any size,
+  // and a batch's padding would reach every image's features).
+  engine::EvaluationJob job = engine::EvaluationJobFromConfig(
+      config, loaded.model.get(), images.get(), augmentations, /*evaluator=*/nullptr,
+      loaded.device, &single);
   job.loader.batch_size = 1;
-  job.loader.num_workers = 1;
-  job.loader.pin_memory = loaded.device.is_cuda();
-  job.device = loaded.device;
-  job.collectives = &single;
-  if (config.evaluation().has_segmentation_inference()) {
-    job.segmentation_inference = config.evaluation().segmentation_inference();
-  }
   Findings findings;
   job.on_prediction = [&](const core::Sample& prediction, const core::Sample& input) {
     findings.Add(prediction);

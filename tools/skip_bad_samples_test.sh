@@ -3,7 +3,7 @@
 # sample's batch is filled from the next sample, training runs all its steps, and the progress
 # line and the final summary count the skipped sample; with the default
 # max_bad_sample_fraction (1%) one bad image in a rank's four is too many, and training stops
-# naming it.
+# naming it. Then tools/eval over the same images under SKIP: the bad one left out.
 set -euo pipefail
 source tools/testing/expect.sh
 config=testdata/configs/dbnet_smoke.pbtxt
@@ -41,6 +41,18 @@ cat "${TEST_TMPDIR}/skip.log"
 expect_grep "warning: skipping bad sample [0-9]* of epoch 0: .*img_8.jpg" "${TEST_TMPDIR}/skip.log"
 expect_grep "^\[rank 0\]: step 4/4 .*  skipped 1 bad sample$" "${TEST_TMPDIR}/skip.log"
 expect_grep "^\[rank 0\]: trained 4 steps in .*  skipped 1 bad sample$" "${TEST_TMPDIR}/skip.log"
+
+# tools/eval honours eval_data.loader's on_bad_sample as the trainer's evaluation does (it used
+# to build its own loader options and fail), and evaluation never refills: the seven good
+# images get one result file each, the bad one none, none is scored twice.
+tools/eval --config="${config}" --checkpoint="${TEST_TMPDIR}/skip/checkpoint_4.pt" \
+  --output_dir="${TEST_TMPDIR}/eval" --max_images=0 \
+  --override="eval_data { dataset { options { [type.googleapis.com/vision.data.datasets.ICDAR2015Options] { root: \"${data}\" split: \"train\" } } } loader { on_bad_sample: SKIP max_bad_sample_fraction: 0.5 batch_size: 2 } }" \
+  >"${TEST_TMPDIR}/eval.log" 2>&1 || fail "tools/eval under on_bad_sample: SKIP failed: $(tail -5 "${TEST_TMPDIR}/eval.log")"
+cat "${TEST_TMPDIR}/eval.log"
+expect_grep "warning: skipping bad sample [0-9]* of epoch 0: .*img_8.jpg" "${TEST_TMPDIR}/eval.log"
+expect_eq 7 "$(find "${TEST_TMPDIR}/eval" -name 'res_img_*.txt' | wc -l)" "result files of the good images"
+expect_true "no result file for the bad image" test ! -e "${TEST_TMPDIR}/eval/res_img_8.txt"
 
 # The default share: the rank with the bad image stops, naming it; the launcher fails the job.
 if train "${TEST_TMPDIR}/too_many.log"; then

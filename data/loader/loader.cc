@@ -370,9 +370,13 @@ absl::StatusOr<core::Batch> DataLoader::MakeBatch(int64_t batch_index) {
   for (int64_t i = begin; i < end; ++i) VISION_RETURN_IF_ERROR(add(i));
   // Under SKIP, fill up from the samples that follow this batch in the share, wrapping to its
   // start: the batch keeps its size and the epoch its number of batches on every rank.
-  for (int64_t j = 0; samples.size() < want && j < n - static_cast<int64_t>(want); ++j) {
+  for (int64_t j = 0; options_.refill_skipped && samples.size() < want &&
+                      j < n - static_cast<int64_t>(want);
+       ++j) {
     VISION_RETURN_IF_ERROR(add((end + j) % n));
   }
+  // Without refilling, an all-bad batch is no batch (Next() passes over it).
+  if (samples.empty() && !options_.refill_skipped) return core::Batch();
   if (samples.empty()) {
     return absl::DataLossError(absl::StrCat("every sample of batch ", batch_index,
                                             " and of the rest of this rank's share of epoch ",
@@ -442,6 +446,7 @@ absl::StatusOr<std::optional<core::Batch>> DataLoader::Next() {
   }
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   VISION_ASSIGN_OR_RETURN(core::Batch ready, std::move(batch));
+  if (ready.samples.empty() && !options_.refill_skipped) return Next();
   return std::optional<core::Batch>(std::move(ready));
 }
 

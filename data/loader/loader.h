@@ -43,6 +43,10 @@ struct LoaderOptions {
   // With skip_bad_samples: when more than this share of the epoch's samples of this rank are
   // bad, Next() fails naming them.
   double max_bad_sample_fraction = 0.01;
+  // With skip_bad_samples: fill a batch up from the following samples (above; training). Off
+  // (evaluation), a bad sample is only left out, so that no sample is seen twice: its batch is
+  // smaller, and Next() passes over a batch whose samples were all bad.
+  bool refill_skipped = true;
   uint64_t seed = 0;
   // Keep each sample's annotations as loaded in Sample::ground_truth (for evaluation).
   bool keep_ground_truth = false;

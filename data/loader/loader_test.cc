@@ -440,6 +440,30 @@ TEST(DataLoaderTest, SkipFillsTheBatchFromTheFollowingSamplesOfTheShare) {
   }
 }
 
+// Evaluation (refill_skipped off): a bad sample is left out, never replaced by one that would
+// then be scored twice; a batch of bad samples only is passed over.
+TEST(DataLoaderTest, SkipWithoutRefillLeavesBadSamplesOutAndNothingTwice) {
+  FakeDataset dataset(6, /*bad=*/4);
+  for (int workers : {0, 2}) {
+    LoaderOptions options;
+    options.skip_bad_samples = true;
+    options.refill_skipped = false;
+    options.max_bad_sample_fraction = 0.5;
+    options.num_workers = workers;
+    options.drop_last = false;
+    options.batch_size = 2;
+    int64_t skipped = 0;
+    auto two = Epoch(dataset, options, {0, 1, 4, 5, 2, 3}, 0, &skipped);
+    ASSERT_TRUE(two.ok()) << two.status();
+    EXPECT_EQ(*two, (Batches{{"img_0.jpg", "img_1.jpg"}, {"img_5.jpg"}, {"img_2.jpg", "img_3.jpg"}}));
+    EXPECT_EQ(skipped, 1);
+    options.batch_size = 1;
+    auto one = Epoch(dataset, options, {0, 4, 1});
+    ASSERT_TRUE(one.ok()) << one.status();
+    EXPECT_EQ(*one, (Batches{{"img_0.jpg"}, {"img_1.jpg"}}));
+  }
+}
+
 TEST(DataLoaderTest, SkipStopsWhenTooManySamplesAreBadNamingThem) {
   FakeDataset dataset(6, /*bad=*/4);
   LoaderOptions options;
