@@ -1,7 +1,12 @@
 #include "engine/segmentation_inference.h"
 
 #include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -300,6 +305,250 @@ TEST(SegmentationInferenceTest, SlidingWindowsCoverEveryPixel) {
   }
 }
 
+// OVERHANG windows keep the stride's origins: the 10x14 case with crop 8 and stride 5 written
+// out (rows 0 and 5, the second 5 long; columns 0, 5 and 10, the last 4 long).
+TEST(SegmentationInferenceTest, OverhangingWindowsKeepTheStridesOrigins) {
+  const std::vector<Window> windows =
+      SlidingWindows(10, 14, 8, 8, 5, 5, WindowPlacement::kOverhang);
+  const int64_t expected[6][4] = {{0, 0, 8, 8},  {0, 5, 8, 8},  {0, 10, 8, 4},
+                                  {5, 0, 5, 8},  {5, 5, 5, 8},  {5, 10, 5, 4}};
+  ASSERT_EQ(windows.size(), 6u);
+  for (size_t k = 0; k < windows.size(); ++k) {
+    EXPECT_EQ(windows[k].y, expected[k][0]) << "window " << k;
+    EXPECT_EQ(windows[k].x, expected[k][1]) << "window " << k;
+    EXPECT_EQ(windows[k].height, expected[k][2]) << "window " << k;
+    EXPECT_EQ(windows[k].width, expected[k][3]) << "window " << k;
+  }
+  // PyTorch-Encoding's grid: origins i * stride for i < ceil((size - crop) / stride) + 1, each
+  // window the part of [origin, origin + crop) inside the image; every pixel covered.
+  for (int64_t size = 1; size <= 23; ++size) {
+    for (int64_t crop = 1; crop <= 9; ++crop) {
+      for (int64_t stride = 1; stride <= crop; ++stride) {
+        const std::vector<Window> ws =
+            SlidingWindows(size, 5, crop, crop, stride, stride, WindowPlacement::kOverhang);
+        const int64_t rows =
+            size <= crop ? 1 : static_cast<int64_t>(std::ceil(
+                                   static_cast<double>(size - crop) / static_cast<double>(stride))) +
+                                   1;
+        at::Tensor count = at::zeros({size}, at::kInt);
+        int64_t row = 0;
+        for (const Window& w : ws) {
+          if (w.x != 0) continue;  // one column of windows
+          ASSERT_EQ(w.y, row * stride) << "size " << size << " crop " << crop;
+          ASSERT_EQ(w.height, std::min(crop, size - w.y));
+          count.slice(0, w.y, w.y + w.height) += 1;
+          ++row;
+        }
+        ASSERT_EQ(row, rows) << "size " << size << " crop " << crop << " stride " << stride;
+        ASSERT_GE(count.min().item<int>(), 1)
+            << "size " << size << " crop " << crop << " stride " << stride;
+      }
+    }
+  }
+}
+
+// pytorch_encoding_golden.txt (testdata/make_pytorch_encoding_golden.py): blocks
+// "<name> <ndim> <dims...> <values...>", '#' lines are comments.
+std::map<std::string, at::Tensor> ReadGolden() {
+  const std::string path = "engine/testdata/pytorch_encoding_golden.txt";
+  std::ifstream file(path);
+  TORCH_CHECK(file, "cannot open ", path);
+  std::stringstream text;
+  std::string line;
+  while (std::getline(file, line)) {
+    if (!line.empty() && line[0] != '#') text << line << '\n';
+  }
+  std::map<std::string, at::Tensor> golden;
+  std::string name;
+  while (text >> name) {
+    int64_t ndim = 0;
+    TORCH_CHECK(text >> ndim, path, ": block ", name, " has no dimension count");
+    std::vector<int64_t> dims(static_cast<size_t>(ndim));
+    int64_t numel = 1;
+    for (int64_t& d : dims) {
+      TORCH_CHECK(text >> d, path, ": block ", name, " is cut short");
+      numel *= d;
+    }
+    std::vector<double> values(static_cast<size_t>(numel));
+    for (double& v : values) TORCH_CHECK(text >> v, path, ": block ", name, " is cut short");
+    golden[name] = at::tensor(values, at::kDouble).view(dims);
+  }
+  return golden;
+}
+
+at::Tensor Get(const std::map<std::string, at::Tensor>& golden, const std::string& name) {
+  const auto it = golden.find(name);
+  TORCH_CHECK(it != golden.end(), "pytorch_encoding_golden.txt has no '", name,
+              "'; regenerate it with make_pytorch_encoding_golden.py");
+  return it->second;
+}
+
+// The DANet authors' evaluation rules, set for the golden's cases: crop 8, windows hanging over
+// the edge, padded black (-mean/std), exp(logits + mirrored logits) summed over scales,
+// align_corners resizes.
+SegmentationInferenceOptions PyTorchEncodingOptions(const std::map<std::string, at::Tensor>& golden,
+                                                    const std::string& name, bool flip) {
+  SegmentationInferenceOptions options;
+  const at::Tensor scales = Get(golden, name + "/scales");
+  options.scales.clear();
+  for (int64_t i = 0; i < scales.numel(); ++i) options.scales.push_back(scales[i].item<double>());
+  options.flip = flip;
+  options.crop_height = options.crop_width = 8;
+  options.stride_height = options.stride_width = Get(golden, name + "/stride")[0].item<int64_t>();
+  options.max_batch_size = 3;
+  options.window_placement = WindowPlacement::kOverhang;
+  options.pad_value = {-0.485 / 0.229, -0.456 / 0.224, -0.406 / 0.225};
+  options.fusion = ScoreFusion::kSumExpLogits;
+  options.align_corners = true;
+  return options;
+}
+
+core::Batch GoldenBatch(const std::map<std::string, at::Tensor>& golden) {
+  core::Batch batch;
+  batch.images = Get(golden, "input").to(at::kFloat).unsqueeze(0);
+  batch.image_sizes = at::tensor({10, 14}, at::kLong).view({1, 2});
+  batch.samples.resize(1);
+  batch.samples[0].id = "golden";
+  batch.samples[0].original_height = 10;
+  batch.samples[0].original_width = 14;
+  return batch;
+}
+
+double MaxDifference(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+// The DANet authors' multi-scale evaluation run by their own code (junfu1115/DANet c7a2f60's
+// MultiEvalModule) on a 10x14 image: multi-scale 0.5-2.2 with stride crop/2 and flip, single
+// scale with stride int(crop * 2/3) (our default stride) and flip, multi-scale without flip.
+// Ours with OVERHANG, pad_value -mean/std, SUM_EXP_LOGITS and align_corners gives the log of
+// their scores within float32 rounding (their run is float64, ours float32 up to the sums) and
+// the same label map; a window and its mirror split over forward passes of one change nothing.
+TEST(SegmentationInferenceTest, PyTorchEncodingRulesEqualTheDanetAuthorsEvaluation) {
+  const std::map<std::string, at::Tensor> golden = ReadGolden();
+  const core::Batch batch = GoldenBatch(golden);
+  struct Case {
+    std::string name;
+    bool flip;
+  };
+  for (const Case& c : {Case{"ms", true}, Case{"ss", true}, Case{"ms_noflip", false}}) {
+    SegmentationInferenceOptions options = PyTorchEncodingOptions(golden, c.name, c.flip);
+    if (c.name == "ss") {
+      // Their single-scale stride is our default, int(8 * 2/3) = 5.
+      core::SegmentationInferenceConfig config;
+      config.set_crop_height(8);
+      config.set_crop_width(8);
+      absl::StatusOr<SegmentationInferenceOptions> defaults =
+          SegmentationInferenceOptionsFromProto(config, 1);
+      ASSERT_TRUE(defaults.ok()) << defaults.status();
+      EXPECT_EQ(defaults->stride_height, options.stride_height);
+      EXPECT_EQ(defaults->stride_width, options.stride_width);
+    }
+    const at::Tensor expected = Get(golden, c.name + "/log_scores");
+    KnownModel model;
+    const std::vector<at::Tensor> scores = SegmentationScores(model, batch, options);
+    ASSERT_EQ(scores.size(), 1u);
+    ASSERT_EQ(scores[0].sizes(), expected.sizes()) << c.name;
+    EXPECT_EQ(scores[0].scalar_type(), at::kFloat);
+    EXPECT_LT(MaxDifference(scores[0], expected), 1e-5) << c.name;
+    const std::vector<core::Sample> labels = PredictSegmentation(model, batch, options);
+    const at::Tensor expected_labels = expected.argmax(0).to(at::kByte).contiguous();
+    const cv::Mat& map = labels[0].semantic;
+    ASSERT_EQ(map.rows, 10);
+    ASSERT_EQ(map.cols, 14);
+    const at::Tensor got = at::from_blob(map.data, {map.rows, map.cols}, at::kByte).clone();
+    EXPECT_TRUE(at::equal(got, expected_labels)) << c.name;
+    // Not all one class, so the label maps compare something.
+    EXPECT_GT(std::get<0>(at::_unique(expected_labels)).numel(), 1) << c.name;
+
+    options.max_batch_size = 1;
+    KnownModel one_at_a_time;
+    EXPECT_LT(MaxDifference(SegmentationScores(one_at_a_time, batch, options)[0], scores[0]),
+              1e-6)
+        << c.name;
+    EXPECT_TRUE(std::all_of(one_at_a_time.batch_sizes.begin(), one_at_a_time.batch_sizes.end(),
+                            [](int64_t size) { return size == 1; }));
+  }
+}
+
+// The authors' rules on a GPU (float64 sums on the device) give the golden too.
+TEST(SegmentationInferenceTest, PyTorchEncodingRulesOnTheModelsDevice) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: GPU path not run";
+  const std::map<std::string, at::Tensor> golden = ReadGolden();
+  core::Batch batch = GoldenBatch(golden);
+  batch.images = batch.images.to(at::kCUDA);
+  batch.image_sizes = batch.image_sizes.to(at::kCUDA);
+  KnownModel model;
+  const at::Tensor scores =
+      SegmentationScores(model, batch, PyTorchEncodingOptions(golden, "ms", true))[0];
+  EXPECT_TRUE(scores.is_cuda());
+  EXPECT_LT(MaxDifference(scores.cpu(), Get(golden, "ms/log_scores")), 1e-5);
+}
+
+// Each of the four settings, put back to mmsegmentation's alone, moves the scores away from the
+// authors' (by far more than the tolerance above), so the golden test checks every one.
+TEST(SegmentationInferenceTest, EveryPyTorchEncodingSettingMatters) {
+  const std::map<std::string, at::Tensor> golden = ReadGolden();
+  const core::Batch batch = GoldenBatch(golden);
+  const at::Tensor expected = Get(golden, "ms/log_scores");
+  const SegmentationInferenceOptions theirs = PyTorchEncodingOptions(golden, "ms", true);
+  std::vector<std::pair<std::string, SegmentationInferenceOptions>> variants;
+  variants.emplace_back("window_placement", theirs);
+  variants.back().second.window_placement = WindowPlacement::kShiftInside;
+  variants.emplace_back("pad_value", theirs);
+  variants.back().second.pad_value.clear();
+  variants.emplace_back("align_corners", theirs);
+  variants.back().second.align_corners = false;
+  variants.emplace_back("fusion", theirs);
+  variants.back().second.fusion = ScoreFusion::kMeanProbabilities;
+  for (const auto& [name, options] : variants) {
+    KnownModel model;
+    at::Tensor scores = SegmentationScores(model, batch, options)[0];
+    // Mean probabilities are on another scale: compare the log of their normalised share.
+    if (name == "fusion") {
+      scores = at::log(scores);
+      const at::Tensor normalised = expected - at::logsumexp(expected, 0, true);
+      EXPECT_GT(MaxDifference(scores, normalised), 1e-3) << name;
+    } else {
+      EXPECT_GT(MaxDifference(scores, expected), 1e-3) << name;
+    }
+  }
+}
+
+// Logits of a confident model: 60 times KnownLogits, up to about 400.
+class ConfidentModel : public KnownModel {
+ public:
+  at::Tensor SegmentationLogits(const at::Tensor& images) override {
+    return KnownLogits(images) * 60;
+  }
+};
+
+// exp(logits + mirrored logits) of a confident model is far beyond float32 (PyTorch-Encoding's
+// own arithmetic gives inf there, and NaN where a resize weighs an inf by 0): the sums are
+// made in float64, so the scores stay finite and, with one scale and one window, are exactly
+// logits + mirrored logits.
+TEST(SegmentationInferenceTest, SumExpLogitsOfLargeLogitsStayFinite) {
+  at::manual_seed(13);
+  core::Batch batch;
+  batch.images = at::randn({1, 3, 6, 7});
+  batch.image_sizes = at::tensor({6, 7}, at::kLong).view({1, 2});
+  batch.samples.resize(1);
+  batch.samples[0].original_height = 6;
+  batch.samples[0].original_width = 7;
+  SegmentationInferenceOptions options;
+  options.flip = true;
+  options.fusion = ScoreFusion::kSumExpLogits;
+  options.max_batch_size = 2;
+  ConfidentModel model;
+  const at::Tensor scores = SegmentationScores(model, batch, options)[0];
+  const at::Tensor image = batch.images[0];
+  const at::Tensor expected = (model.SegmentationLogits(image.unsqueeze(0)) +
+                               model.SegmentationLogits(image.flip({2}).unsqueeze(0)).flip({3}))[0];
+  ASSERT_GT(expected.max().item<double>(), 89.0) << "exp would not overflow float32";
+  EXPECT_TRUE(at::isfinite(scores).all().item<bool>());
+  EXPECT_LT(MaxDifference(scores, expected), 1e-4 * expected.abs().max().item<double>());
+}
+
 TEST(SegmentationInferenceTest, OptionsFromProtoResolveDefaults) {
   core::SegmentationInferenceConfig config;
   absl::StatusOr<SegmentationInferenceOptions> options =
@@ -321,9 +570,32 @@ TEST(SegmentationInferenceTest, OptionsFromProtoResolveDefaults) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_THAT(options->scales, ElementsAre(0.5, 1.75));
   EXPECT_TRUE(options->flip);
-  EXPECT_EQ(options->stride_height, 342);  // ceil(2/3 * 512)
+  EXPECT_EQ(options->stride_height, 341);  // floor(2/3 * 512), PyTorch-Encoding's int()
   EXPECT_EQ(options->stride_width, 700);
   EXPECT_EQ(options->max_batch_size, 2);
+  EXPECT_EQ(options->window_placement, WindowPlacement::kShiftInside);
+  EXPECT_TRUE(options->pad_value.empty());
+  EXPECT_EQ(options->fusion, ScoreFusion::kMeanProbabilities);
+  EXPECT_FALSE(options->align_corners);
+
+  config.set_window_placement(core::SegmentationInferenceConfig::OVERHANG);
+  config.add_pad_value(-2.5f);
+  config.set_fusion(core::SegmentationInferenceConfig::SUM_EXP_LOGITS);
+  config.set_align_corners(true);
+  options = SegmentationInferenceOptionsFromProto(config, 3);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->window_placement, WindowPlacement::kOverhang);
+  EXPECT_THAT(options->pad_value, ElementsAre(-2.5));
+  EXPECT_EQ(options->fusion, ScoreFusion::kSumExpLogits);
+  EXPECT_TRUE(options->align_corners);
+  // A crop of 1 still steps by 1.
+  core::SegmentationInferenceConfig tiny;
+  tiny.set_crop_height(1);
+  tiny.set_crop_width(2);
+  options = SegmentationInferenceOptionsFromProto(tiny, 1);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->stride_height, 1);
+  EXPECT_EQ(options->stride_width, 1);
 }
 
 TEST(SegmentationInferenceTest, BadOptionsAreErrorsNamingTheField) {
