@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/DeviceType.h>
 #include <torch/optim/optimizer.h>
 
+#include "core/config/pipeline.pb.h"
 #include "core/plugin.h"
 
 namespace vision::core {
@@ -19,6 +21,15 @@ struct ParamGroupSpec {
   std::vector<at::Tensor> params;
   double lr = 0;
   double weight_decay = 0;
+};
+
+// What core gives every optimizer besides its own options.
+struct OptimizerSpec {
+  std::vector<ParamGroupSpec> groups;
+  OptimizerConfig::Implementation implementation = OptimizerConfig::AUTO;
+  // Where the parameters are trained. The trainer moves the model there after the optimizer is
+  // built, so checks made at construction go by this, not by the parameters' device then.
+  c10::DeviceType device_type = c10::kCPU;
 };
 
 class Optimizer {
@@ -37,7 +48,7 @@ class Optimizer {
   std::vector<double> base_lrs_;
 };
 
-using OptimizerRegistry = PluginRegistry<Optimizer, const std::vector<ParamGroupSpec>&>;
+using OptimizerRegistry = PluginRegistry<Optimizer, const OptimizerSpec&>;
 
 }  // namespace vision::core
 

@@ -1,5 +1,6 @@
 #include "core/pipeline_builder.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -101,12 +102,14 @@ absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(
 
 absl::StatusOr<std::unique_ptr<Optimizer>> BuildOptimizer(const OptimizerConfig& config,
                                                           const Model& model,
-                                                          int64_t global_batch_size) {
+                                                          int64_t global_batch_size,
+                                                          c10::DeviceType device_type) {
   const double lr =
       ScaledLearningRate(config.lr(), global_batch_size, config.reference_batch_size());
   return WithContext<std::unique_ptr<Optimizer>>("optimizer", [&] {
-    return OptimizerRegistry::Get().Create(config.type(), config.options(),
-                                           MakeParamGroups(model, config, lr));
+    return OptimizerRegistry::Get().Create(
+        config.type(), config.options(),
+        OptimizerSpec{MakeParamGroups(model, config, lr), config.implementation(), device_type});
   });
 }
 
@@ -153,8 +156,11 @@ absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int wo
     VISION_ASSIGN_OR_RETURN(p.eval_augmentations,
                              BuildAugmentations(config.eval_data(), "eval_data"));
   }
-  VISION_ASSIGN_OR_RETURN(p.optimizer,
-                           BuildOptimizer(config.optimizer(), *p.model, p.global_batch_size));
+  // "cuda" and "cuda:N"; the trainer checks the name (engine/device.h).
+  const c10::DeviceType device_type =
+      absl::StartsWith(config.device(), "cuda") ? c10::kCUDA : c10::kCPU;
+  VISION_ASSIGN_OR_RETURN(p.optimizer, BuildOptimizer(config.optimizer(), *p.model,
+                                                      p.global_batch_size, device_type));
   VISION_ASSIGN_OR_RETURN(p.lr_schedule, BuildLrSchedule(config.lr_schedule()));
   VISION_ASSIGN_OR_RETURN(p.comm_strategy, BuildCommStrategy(config.distributed()));
   VISION_ASSIGN_OR_RETURN(p.evaluator, BuildEvaluator(config.evaluation()));
@@ -200,8 +206,11 @@ std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& 
                                      torch_groups[i].options().get_lr()));
   }
   lines.push_back(absl::StrFormat(
-      "optimizer:      %s, base lr %g scaled to %g for global batch %d (reference %d); %s",
-      config.optimizer().type(), config.optimizer().lr(), p.scaled_lr, p.global_batch_size,
+      "optimizer:      %s (%s implementation), base lr %g scaled to %g for global batch %d "
+      "(reference %d); %s",
+      config.optimizer().type(),
+      OptimizerConfig::Implementation_Name(config.optimizer().implementation()),
+      config.optimizer().lr(), p.scaled_lr, p.global_batch_size,
       config.optimizer().reference_batch_size(), absl::StrJoin(groups, "; ")));
   lines.push_back(absl::StrFormat("lr schedule:    %s, warmup %d steps from factor %g",
                                   config.lr_schedule().type(), config.lr_schedule().warmup_steps(),

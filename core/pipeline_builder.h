@@ -33,10 +33,12 @@ absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(
     const DataConfig& data, const std::string& field);
 
 // Parameter groups (core/param_groups.h) with the learning rate scaled by the linear scaling
-// rule for `global_batch_size` images per optimizer step.
+// rule for `global_batch_size` images per optimizer step, for parameters that will be trained
+// on `device_type`.
 absl::StatusOr<std::unique_ptr<Optimizer>> BuildOptimizer(const OptimizerConfig& config,
                                                           const Model& model,
-                                                          int64_t global_batch_size);
+                                                          int64_t global_batch_size,
+                                                          c10::DeviceType device_type);
 
 // The configured schedule with its warmup (core/lr_warmup.h).
 absl::StatusOr<std::unique_ptr<LrSchedule>> BuildLrSchedule(const LrScheduleConfig& config);

@@ -8,6 +8,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/optim/sgd.h>
@@ -138,9 +139,10 @@ class FakeEvaluator : public Evaluator {
 
 class FakeSgd : public Optimizer {
  public:
-  explicit FakeSgd(const std::vector<ParamGroupSpec>& groups) {
+  explicit FakeSgd(const OptimizerSpec& spec)
+      : implementation(spec.implementation), device_type(spec.device_type) {
     std::vector<torch::optim::OptimizerParamGroup> torch_groups;
-    for (const ParamGroupSpec& group : groups) {
+    for (const ParamGroupSpec& group : spec.groups) {
       torch_groups.emplace_back(group.params,
                                 std::make_unique<torch::optim::SGDOptions>(group.lr));
       base_lrs_.push_back(group.lr);
@@ -149,10 +151,13 @@ class FakeSgd : public Optimizer {
                                                torch::optim::SGDOptions(0.1));
   }
   static absl::StatusOr<std::unique_ptr<FakeSgd>> Create(const FakeNoOptions&,
-                                                         const std::vector<ParamGroupSpec>& groups) {
-    return std::make_unique<FakeSgd>(groups);
+                                                         const OptimizerSpec& spec) {
+    return std::make_unique<FakeSgd>(spec);
   }
   torch::optim::Optimizer& torch_optimizer() override { return *sgd_; }
+
+  const OptimizerConfig::Implementation implementation;
+  const c10::DeviceType device_type;
 
  private:
   std::unique_ptr<torch::optim::SGD> sgd_;
@@ -232,6 +237,27 @@ TEST(PipelineBuilderTest, AgreeingComponentsBuildAndDescribeTheirMetadata) {
   // The evaluator was given the evaluation dataset's class table.
   EXPECT_THAT(static_cast<FakeEvaluator&>(*pipeline->evaluator).received_class_names,
               ElementsAre("circle", "rectangle", "triangle", "star"));
+}
+
+// The optimizer is built while the model is still on the CPU; it is told the configured
+// device, by which it checks its implementation.
+TEST(PipelineBuilderTest, OptimizerIsGivenItsImplementationAndTheConfiguredDevice) {
+  TrainPipelineConfig config = Config("", "name: \"train\"", "");
+  config.mutable_optimizer()->set_implementation(OptimizerConfig::FUSED);
+  for (const auto& [device, expected] :
+       {std::pair<const char*, c10::DeviceType>{"cpu", c10::kCPU}, {"cuda", c10::kCUDA},
+        {"cuda:1", c10::kCUDA}}) {
+    config.set_device(device);
+    absl::StatusOr<Pipeline> pipeline = BuildPipeline(config, 1);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    const auto& optimizer = static_cast<const FakeSgd&>(*pipeline->optimizer);
+    EXPECT_EQ(optimizer.implementation, OptimizerConfig::FUSED) << "device " << device;
+    EXPECT_EQ(optimizer.device_type, expected)
+        << "device " << device << ": expected " << c10::DeviceTypeName(expected) << ", got "
+        << c10::DeviceTypeName(optimizer.device_type);
+    EXPECT_THAT(DescribePipeline(config, *pipeline),
+                HasSubstr("optimizer:      FakeSgd (FUSED implementation), base lr 0.1"));
+  }
 }
 
 TEST(PipelineBuilderTest, LabelMapsDescribeTheirIgnoreLabel) {

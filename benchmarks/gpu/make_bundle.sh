@@ -20,9 +20,10 @@ out=benchmarks/gpu/bundle
 limit_bytes=$((64 * 1024 * 1024))
 
 # What the check runs: the DBNet step, the comm benchmark, the quick start's generator and
-# trainer, every CUDA operator test (cc_test under //models/ops) there is, and the model tests
-# with CUDA cases (Mask R-CNN's anchor generator, RPN and RoI heads; DANet has none yet): every
-# models/<model>/*_test.cc outside models/ops that checks torch::cuda::is_available().
+# trainer, every CUDA operator test (cc_test under //models/ops) there is, and the model and
+# engine tests with CUDA cases (Mask R-CNN's anchor generator, RPN and RoI heads; the
+# multi-tensor optimizers; DANet has none yet): every models/<model>/*_test.cc outside
+# models/ops and engine/<package>/*_test.cc that checks torch::cuda::is_available().
 targets=(//models/dbnet:activation_memory_benchmark //distributed/strategies:comm_benchmark
          //data/synthetic:make_synthetic_text //tools:train)
 ops_tests=()
@@ -32,7 +33,8 @@ fi
 model_cuda_tests=()
 while IFS= read -r src; do
   model_cuda_tests+=("//$(dirname "${src}"):$(basename "${src}" .cc)")
-done < <(grep -l 'cuda::is_available' models/*/*_test.cc 2>/dev/null | grep -v '^models/ops/')
+done < <(grep -l 'cuda::is_available' models/*/*_test.cc engine/*/*_test.cc 2>/dev/null |
+         grep -v '^models/ops/')
 echo "building ${targets[*]}, ${#ops_tests[@]} operator test(s) and" \
   "${#model_cuda_tests[@]} model test(s) with CUDA cases (${model_cuda_tests[*]}) with -c opt"
 bazel build -c opt "${targets[@]}"

@@ -1,15 +1,14 @@
-// SGD, Adam and AdamW: LibTorch's optimizers over core's parameter groups.
+// SGD, Adam and AdamW: LibTorch's optimizers over core's parameter groups, stepped by the
+// configured implementation (engine/optim/multi_tensor.h).
 #include <memory>
+#include <string>
 #include <vector>
-
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/optimizer.h"
 #include "core/status_macros.h"
+#include "engine/optim/multi_tensor.h"
 #include "engine/optim/optim.pb.h"
 
 namespace vision::engine::optim {
@@ -17,20 +16,35 @@ namespace {
 
 using core::ParamGroupSpec;
 
+Implementation FromConfig(core::OptimizerConfig::Implementation implementation) {
+  switch (implementation) {
+    case core::OptimizerConfig::FOR_LOOP:
+      return Implementation::kForLoop;
+    case core::OptimizerConfig::FOREACH:
+      return Implementation::kForeach;
+    case core::OptimizerConfig::FUSED:
+      return Implementation::kFused;
+    case core::OptimizerConfig::AUTO:
+      break;
+  }
+  return Implementation::kAuto;
+}
+
 // Owns a LibTorch optimizer built from one options object per group.
 template <typename TorchOptimizer>
 class TorchOptimizerPlugin : public core::Optimizer {
  public:
   template <typename MakeOptions>
-  TorchOptimizerPlugin(const std::vector<ParamGroupSpec>& groups, MakeOptions make_options) {
+  TorchOptimizerPlugin(const core::OptimizerSpec& spec, MakeOptions make_options) {
     std::vector<torch::optim::OptimizerParamGroup> torch_groups;
-    for (const ParamGroupSpec& group : groups) {
+    for (const ParamGroupSpec& group : spec.groups) {
       torch_groups.emplace_back(group.params, make_options(group));
       base_lrs_.push_back(group.lr);
     }
     // Every group carries its own options, so the defaults below are never used.
-    optimizer_ = std::make_unique<TorchOptimizer>(std::move(torch_groups),
-                                                  *make_options(groups.front()));
+    optimizer_ = std::make_unique<TorchOptimizer>(
+        std::move(torch_groups), *make_options(spec.groups.front()),
+        FromConfig(spec.implementation));
   }
 
   torch::optim::Optimizer& torch_optimizer() override { return *optimizer_; }
@@ -39,9 +53,22 @@ class TorchOptimizerPlugin : public core::Optimizer {
   std::unique_ptr<TorchOptimizer> optimizer_;
 };
 
-absl::Status CheckGroups(const std::vector<ParamGroupSpec>& groups) {
-  if (groups.empty()) {
+// Refuses an implementation that would fail or be wrong where the parameters will be trained.
+absl::Status CheckSpec(const core::OptimizerSpec& spec, Algorithm algorithm) {
+  if (spec.groups.empty()) {
     return absl::InvalidArgumentError("optimizer: the model has no trainable parameters");
+  }
+  for (const ParamGroupSpec& group : spec.groups) {
+    for (size_t i = 0; i < group.params.size(); ++i) {
+      const std::string reason = UnsupportedReason(algorithm, FromConfig(spec.implementation),
+                                                   spec.device_type, group.params[i].scalar_type());
+      if (!reason.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "optimizer.implementation: ", reason, " (parameter ", i, " of group '", group.name,
+            "' is ", c10::toString(group.params[i].scalar_type()), ", trained on ",
+            c10::DeviceTypeName(spec.device_type, /*lower_case=*/true), ")"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -57,13 +84,13 @@ absl::Status CheckAdam(const AdamOptions& o) {
   return absl::OkStatus();
 }
 
-class Sgd : public TorchOptimizerPlugin<torch::optim::SGD> {
+class Sgd : public TorchOptimizerPlugin<MultiTensorSGD> {
  public:
   using TorchOptimizerPlugin::TorchOptimizerPlugin;
 
   static absl::StatusOr<std::unique_ptr<Sgd>> Create(const SgdOptions& o,
-                                                     const std::vector<ParamGroupSpec>& groups) {
-    VISION_RETURN_IF_ERROR(CheckGroups(groups));
+                                                     const core::OptimizerSpec& spec) {
+    VISION_RETURN_IF_ERROR(CheckSpec(spec, Algorithm::kSgd));
     if (o.momentum() < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("optimizer.options.momentum: must be >= 0, got ", o.momentum()));
@@ -72,7 +99,7 @@ class Sgd : public TorchOptimizerPlugin<torch::optim::SGD> {
       return absl::InvalidArgumentError(
           "optimizer.options.nesterov: needs momentum > 0 and dampening 0");
     }
-    return std::make_unique<Sgd>(groups, [o](const ParamGroupSpec& g) {
+    return std::make_unique<Sgd>(spec, [o](const ParamGroupSpec& g) {
       return std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(g.lr)
                                                             .momentum(o.momentum())
                                                             .dampening(o.dampening())
@@ -82,15 +109,15 @@ class Sgd : public TorchOptimizerPlugin<torch::optim::SGD> {
   }
 };
 
-class Adam : public TorchOptimizerPlugin<torch::optim::Adam> {
+class Adam : public TorchOptimizerPlugin<MultiTensorAdam> {
  public:
   using TorchOptimizerPlugin::TorchOptimizerPlugin;
 
   static absl::StatusOr<std::unique_ptr<Adam>> Create(const AdamOptions& o,
-                                                      const std::vector<ParamGroupSpec>& groups) {
-    VISION_RETURN_IF_ERROR(CheckGroups(groups));
+                                                      const core::OptimizerSpec& spec) {
+    VISION_RETURN_IF_ERROR(CheckSpec(spec, Algorithm::kAdam));
     VISION_RETURN_IF_ERROR(CheckAdam(o));
-    return std::make_unique<Adam>(groups, [o](const ParamGroupSpec& g) {
+    return std::make_unique<Adam>(spec, [o](const ParamGroupSpec& g) {
       return std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions(g.lr)
                                                              .betas({o.beta1(), o.beta2()})
                                                              .eps(o.eps())
@@ -100,15 +127,15 @@ class Adam : public TorchOptimizerPlugin<torch::optim::Adam> {
   }
 };
 
-class AdamW : public TorchOptimizerPlugin<torch::optim::AdamW> {
+class AdamW : public TorchOptimizerPlugin<MultiTensorAdamW> {
  public:
   using TorchOptimizerPlugin::TorchOptimizerPlugin;
 
   static absl::StatusOr<std::unique_ptr<AdamW>> Create(const AdamOptions& o,
-                                                       const std::vector<ParamGroupSpec>& groups) {
-    VISION_RETURN_IF_ERROR(CheckGroups(groups));
+                                                       const core::OptimizerSpec& spec) {
+    VISION_RETURN_IF_ERROR(CheckSpec(spec, Algorithm::kAdamW));
     VISION_RETURN_IF_ERROR(CheckAdam(o));
-    return std::make_unique<AdamW>(groups, [o](const ParamGroupSpec& g) {
+    return std::make_unique<AdamW>(spec, [o](const ParamGroupSpec& g) {
       return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(g.lr)
                                                               .betas({o.beta1(), o.beta2()})
                                                               .eps(o.eps())

@@ -1,11 +1,13 @@
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
 
 #include "core/optimizer.h"
 #include "core/param_groups.h"
+#include "engine/optim/multi_tensor.h"
 #include "engine/optim/optim.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -17,7 +19,7 @@ std::unique_ptr<core::Optimizer> Make(const char* name, const google::protobuf::
                                       const std::vector<core::ParamGroupSpec>& groups) {
   google::protobuf::Any any;
   any.PackFrom(options);
-  auto made = core::OptimizerRegistry::Get().Create(name, any, groups);
+  auto made = core::OptimizerRegistry::Get().Create(name, any, core::OptimizerSpec{groups});
   EXPECT_TRUE(made.ok()) << made.status();
   return made.ok() ? std::move(made).value() : nullptr;
 }
@@ -133,10 +135,69 @@ TEST(OptimizersTest, InvalidOptionsAreReported) {
   google::protobuf::Any any;
   any.PackFrom(nesterov);
   at::Tensor p = torch::zeros({1}).requires_grad_(true);
-  auto made = core::OptimizerRegistry::Get().Create("SGD", any, OneGroup(p, torch::zeros({1}), 0.1, 0));
+  auto made = core::OptimizerRegistry::Get().Create(
+      "SGD", any, core::OptimizerSpec{OneGroup(p, torch::zeros({1}), 0.1, 0)});
   EXPECT_THAT(made.status().message(), ::testing::HasSubstr("optimizer.options.nesterov"));
   made = core::OptimizerRegistry::Get().Create("SGD", google::protobuf::Any(), {});
   EXPECT_THAT(made.status().message(), ::testing::HasSubstr("no trainable parameters"));
+}
+
+// ATen's _fused_sgd_ leaves float16/bfloat16 parameters unchanged on the CPU (torch 2.11):
+// FUSED SGD is refused there when the optimizer is built, and allowed for float32, on CUDA
+// (where the parameters go after the optimizer is built) and for Adam.
+TEST(OptimizersTest, FusedSgdOnReducedPrecisionCpuParametersIsRefusedAtConstruction) {
+  for (at::ScalarType dtype : {at::kHalf, at::kBFloat16}) {
+    at::Tensor p = torch::zeros({2}, dtype).requires_grad_(true);
+    core::OptimizerSpec spec{OneGroup(p, torch::zeros({2}, dtype), 0.1, 0),
+                             core::OptimizerConfig::FUSED, c10::kCPU};
+    google::protobuf::Any any;
+    auto made = core::OptimizerRegistry::Get().Create("SGD", any, spec);
+    EXPECT_EQ(made.status().code(), absl::StatusCode::kInvalidArgument) << made.status();
+    EXPECT_THAT(made.status().message(),
+                ::testing::AllOf(::testing::HasSubstr("optimizer.implementation: FUSED SGD"),
+                                 ::testing::HasSubstr("use FOREACH or FOR_LOOP"),
+                                 ::testing::HasSubstr("group 'all'")));
+    spec.device_type = c10::kCUDA;
+    EXPECT_TRUE(core::OptimizerRegistry::Get().Create("SGD", any, spec).ok())
+        << "FUSED SGD for CUDA " << c10::toString(dtype) << " parameters was refused";
+    spec.device_type = c10::kCPU;
+    for (core::OptimizerConfig::Implementation other :
+         {core::OptimizerConfig::AUTO, core::OptimizerConfig::FOR_LOOP,
+          core::OptimizerConfig::FOREACH}) {
+      spec.implementation = other;
+      EXPECT_TRUE(core::OptimizerRegistry::Get().Create("SGD", any, spec).ok())
+          << core::OptimizerConfig::Implementation_Name(other) << " was refused";
+    }
+    spec.implementation = core::OptimizerConfig::FUSED;
+    EXPECT_TRUE(core::OptimizerRegistry::Get().Create("AdamW", any, spec).ok())
+        << "FUSED AdamW for CPU " << c10::toString(dtype) << " parameters was refused";
+  }
+}
+
+// The config's implementation reaches the optimizer the plugin builds.
+TEST(OptimizersTest, ConfiguredImplementationSteps) {
+  const std::pair<core::OptimizerConfig::Implementation, Implementation> cases[] = {
+      {core::OptimizerConfig::AUTO, Implementation::kAuto},
+      {core::OptimizerConfig::FOR_LOOP, Implementation::kForLoop},
+      {core::OptimizerConfig::FOREACH, Implementation::kForeach},
+      {core::OptimizerConfig::FUSED, Implementation::kFused}};
+  for (const auto& [configured, expected] : cases) {
+    at::Tensor p = torch::ones({2}).requires_grad_(true);
+    google::protobuf::Any any;
+    auto sgd = core::OptimizerRegistry::Get().Create(
+        "SGD", any, core::OptimizerSpec{OneGroup(p, torch::ones({2}), 0.1, 0), configured});
+    auto adamw = core::OptimizerRegistry::Get().Create(
+        "AdamW", any, core::OptimizerSpec{OneGroup(p, torch::ones({2}), 0.1, 0), configured});
+    ASSERT_TRUE(sgd.ok() && adamw.ok()) << sgd.status() << " " << adamw.status();
+    auto* multi = dynamic_cast<MultiTensorSGD*>(&(*sgd)->torch_optimizer());
+    ASSERT_NE(multi, nullptr) << "SGD is not a MultiTensorSGD";
+    EXPECT_EQ(multi->implementation(), expected)
+        << "expected " << ImplementationName(expected) << ", got "
+        << ImplementationName(multi->implementation());
+    auto* multi_adamw = dynamic_cast<MultiTensorAdamW*>(&(*adamw)->torch_optimizer());
+    ASSERT_NE(multi_adamw, nullptr) << "AdamW is not a MultiTensorAdamW";
+    EXPECT_EQ(multi_adamw->implementation(), expected);
+  }
 }
 
 }  // namespace

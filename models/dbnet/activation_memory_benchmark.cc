@@ -5,7 +5,7 @@
 // float32 or under autocast as the trainer runs it (engine/trainer.cc):
 //   activation_memory_benchmark --size=640 --batch=2 --checkpoint=layer1,layer2,layer3,layer4
 //   activation_memory_benchmark --device=cuda --amp=fp16 --optimizer=sgd --batch=16
-//       --steps=20 --warmup=5 --profile_steps=3
+//       --steps=20 --warmup=5 --profile_steps=3 [--optimizer_implementation=fused]
 // The first output line keeps its format for the scripts that read it; a "summary:" line of
 // key=value pairs follows (images/s, the mean time per phase, peak GPU memory), and with
 // --profile_steps the operations that took the most device time.
@@ -34,6 +34,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/batch.h"
@@ -65,6 +66,9 @@ ABSL_FLAG(std::string, optimizer, "none",
           "none (forward and backward only) or sgd: also the trainer's optimizer step as "
           "icdar2015_resnet18.pbtxt configures it (SGD, momentum 0.9, weight decay 1e-4 off "
           "norm weights and biases), with its gradient unscale-and-check");
+ABSL_FLAG(std::string, optimizer_implementation, "auto",
+          "with --optimizer=sgd: auto, for_loop, foreach or fused (the config's "
+          "optimizer.implementation; auto is foreach on CUDA, for_loop on the CPU)");
 ABSL_FLAG(bool, cudnn_benchmark, false, "let cuDNN time its convolution algorithms (CUDA)");
 ABSL_FLAG(int, profile_steps, 0,
           "after the timed steps, profile this many more and print the operations that took "
@@ -173,16 +177,28 @@ void Synchronize(const c10::Device& device) {
 }
 
 // The trainer's SGD step for the paper's recipe, built as core/pipeline_builder.cc builds it.
-absl::StatusOr<std::unique_ptr<core::Optimizer>> MakeSgd(const torch::nn::Module& model) {
+absl::StatusOr<std::unique_ptr<core::Optimizer>> MakeSgd(const torch::nn::Module& model,
+                                                         const std::string& implementation,
+                                                         c10::DeviceType device_type) {
   core::OptimizerConfig config;
   config.set_type("SGD");
   config.set_lr(0.007);
   config.set_weight_decay(1e-4);
+  core::OptimizerConfig::Implementation parsed;
+  if (!core::OptimizerConfig::Implementation_Parse(absl::AsciiStrToUpper(implementation),
+                                                   &parsed)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer_implementation: auto, for_loop, foreach or fused, got '", implementation,
+        "'"));
+  }
+  config.set_implementation(parsed);
   engine::optim::SgdOptions sgd;
   sgd.set_momentum(0.9);
   config.mutable_options()->PackFrom(sgd);
-  return core::OptimizerRegistry::Get().Create(config.type(), config.options(),
-                                               core::MakeParamGroups(model, config, config.lr()));
+  return core::OptimizerRegistry::Get().Create(
+      config.type(), config.options(),
+      core::OptimizerSpec{core::MakeParamGroups(model, config, config.lr()),
+                          config.implementation(), device_type});
 }
 
 // Prints the operations that took the most time in `steps` profiled steps: CUDA kernels and
@@ -265,7 +281,7 @@ int Run() {
   model->train();
   std::unique_ptr<core::Optimizer> optimizer;
   if (optimizer_name == "sgd") {
-    auto sgd = MakeSgd(*model);
+    auto sgd = MakeSgd(*model, absl::GetFlag(FLAGS_optimizer_implementation), device->type());
     if (!sgd.ok()) {
       std::fprintf(stderr, "%s\n", std::string(sgd.status().message()).c_str());
       return 1;
@@ -326,7 +342,10 @@ int Run() {
   std::string summary = absl::StrCat("summary: device=", device->str(),
                                      " amp=", absl::GetFlag(FLAGS_amp), " images/s=", n / seconds,
                                      " forward_ms=", phase_ms[0], " backward_ms=", phase_ms[1]);
-  if (optimizer) absl::StrAppend(&summary, " optimizer_ms=", phase_ms[2]);
+  if (optimizer) {
+    absl::StrAppend(&summary, " optimizer_ms=", phase_ms[2], " optimizer_implementation=",
+                    absl::GetFlag(FLAGS_optimizer_implementation));
+  }
   if (scaler.enabled()) absl::StrAppend(&summary, " loss_scale=", scaler.scale());
   if (device->is_cuda()) {
     const c10::CachingDeviceAllocator::DeviceStats stats =
