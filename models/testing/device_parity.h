@@ -1,0 +1,144 @@
+// What the whole-model device tests share (models/*/*_cuda_test.cc): a CUDA copy of a CPU
+// model, one training step's losses and named gradients on each, their comparison with a
+// report that names the worst entry, and a few autocast training steps with the trainer's
+// loss scaling.
+//
+// The tests compare CUDA with the CPU in float32 and in float64. Their tolerances come from
+// measured rounding noise: the CPU's float32 against float64 on the same model and batch (each
+// test states the multiple it allows); a CPU-only test in each file checks those measurements,
+// so the comparison code runs here even where no GPU is.
+#ifndef VISION_MODELS_TESTING_DEVICE_PARITY_H_
+#define VISION_MODELS_TESTING_DEVICE_PARITY_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <torch/nn/module.h>
+
+#include "core/batch.h"
+#include "core/model.h"
+#include "gtest/gtest.h"
+
+namespace vision::models::testing {
+
+// Float32 on CUDA as IEEE float32: TF32 off for cuDNN convolutions (on by default) and cuBLAS
+// matrix products, cuDNN's deterministic algorithms without autotuning. Process-wide; a no-op
+// for the CPU. Reads the setting back through LibTorch's float32-precision API and fails the
+// test when it did not take.
+void UseIeeeFloat32OnCuda();
+
+// Fills every parameter and buffer of `to` from the parameter or buffer of the same name and
+// shape in `from` (another instance built from the same options, or one whose normalisation
+// layers keep more state), converting to `to`'s device and dtypes; fails naming an entry that
+// `from` lacks or has in another shape.
+::testing::AssertionResult CopyState(const torch::nn::Module& from, torch::nn::Module& to);
+
+// `batch` with every tensor on `device` and the floating-point ones (images, float target
+// maps, boxes) in `float_type`; uint8 maps and integer tensors keep their types, image_sizes
+// stays on the host.
+core::Batch BatchOn(const core::Batch& batch, const c10::Device& device, at::ScalarType float_type);
+
+// One training step without the optimizer: train mode, gradients cleared, the losses, their
+// plain sum backward. Losses as 0-d float64 CPU tensors; the gradient of every parameter that
+// requires one, float64 on the CPU (a parameter that got none is listed in `without_gradient`).
+struct StepResult {
+  std::map<std::string, at::Tensor> losses;
+  std::map<std::string, at::ScalarType> loss_types;  // as computed
+  std::map<std::string, at::Tensor> gradients;
+  std::vector<std::string> without_gradient;
+};
+// The losses that `losses` computes (e.g. a test's own float64 version of the model's losses).
+StepResult GradientsOf(torch::nn::Module& model,
+                       const std::function<std::map<std::string, at::Tensor>()>& losses);
+// model.Losses(batch).
+StepResult LossesAndGradients(core::Model& model, const core::Batch& batch);
+
+// Tolerances of a comparison, each relative to an entry's own scale (at least the
+// comparison's floor): `max` bounds the largest elementwise difference against the largest
+// |expected| element, `rms` the root-mean-square difference against the root-mean-square
+// expected value. The first catches a local error, the second a small error spread over the
+// entry, far below what one badly conditioned element (a sum that cancels) allows the first.
+struct Tolerance {
+  double max;
+  double rms;
+  Tolerance Divided(double divisor) const { return {max / divisor, rms / divisor}; }
+};
+
+// How far `seen` is from `expected` in one entry.
+struct EntryDifference {
+  std::string name;
+  int64_t numel = 0;
+  double relative_max = 0;  // +inf when seen has a NaN or infinity, or the shapes differ
+  double relative_rms = 0;  // likewise
+  double max_abs_difference = 0;
+  double max_scale = 0;
+  double rms_difference = 0;
+  double rms_scale = 0;
+  std::vector<int64_t> where;  // index of the largest difference
+  double expected = 0;
+  double seen = 0;
+  std::string problem;  // set when the entry could not be compared
+};
+
+class Comparison {
+ public:
+  // Entries in both maps are compared; a name in only one of them is a problem entry.
+  // `floor` keeps an entry whose expected values are all (nearly) zero from dividing by them.
+  Comparison(const std::map<std::string, at::Tensor>& expected,
+             const std::map<std::string, at::Tensor>& seen, double floor);
+
+  const std::vector<EntryDifference>& entries() const { return entries_; }
+  // The largest relative differences over the entries, and their names: what a noise
+  // measurement records.
+  std::string Summary() const;
+  // The `top` entries that come nearest their tolerance, one a line, with expected and seen at
+  // the largest difference.
+  std::string Report(const Tolerance& tolerance, int top = 5) const;
+  // Success when every entry is within `tolerance`; otherwise names the worst ones.
+  ::testing::AssertionResult Within(const Tolerance& tolerance, const std::string& what) const;
+
+ private:
+  std::vector<EntryDifference> entries_;
+};
+
+// The largest max |t| over the tensors: the scale for a floor relative to the whole model.
+double LargestMagnitude(const std::map<std::string, at::Tensor>& tensors);
+
+// Training steps under autocast as the trainer takes them (engine/trainer.cc): Losses under
+// engine::AutocastScope, their float sum scaled by engine::LossScaler (enabled for float16,
+// initial scale 65536; for bfloat16 it only checks finiteness), backward, unscale and check,
+// then SGD (lr, no momentum) after clipping the gradient norm to `clip_grad_norm` when the
+// gradients are finite; a non-finite step is skipped and the scale backs off.
+struct MixedPrecisionOptions {
+  at::ScalarType dtype = at::kHalf;
+  int finite_steps = 3;  // steps to take
+  int max_skipped = 24;  // non-finite steps allowed in all before giving up
+  double lr = 1e-3;
+  double clip_grad_norm = 10.0;
+};
+struct MixedPrecisionRun {
+  int finite_steps = 0;
+  int skipped_steps = 0;
+  double final_scale = 1.0;
+  // The unscaled gradients of the first finite step, before clipping (float64, CPU): taken at
+  // the initial weights, as skipped steps change none.
+  std::map<std::string, at::Tensor> first_gradients;
+  // A line per step: scale, finite or not, loss terms.
+  std::string log;
+};
+MixedPrecisionRun TrainWithAutocast(core::Model& model, const core::Batch& batch,
+                                    const MixedPrecisionOptions& options);
+
+// sum(a * b) / (|a| |b|) over all entries present in both maps, as one vector.
+double CosineSimilarity(const std::map<std::string, at::Tensor>& a,
+                        const std::map<std::string, at::Tensor>& b);
+
+}  // namespace vision::models::testing
+
+#endif  // VISION_MODELS_TESTING_DEVICE_PARITY_H_
