@@ -21,9 +21,10 @@ limit_bytes=$((64 * 1024 * 1024))
 
 # What the check runs: the DBNet step, the comm benchmark, the quick start's generator and
 # trainer, every CUDA operator test (cc_test under //models/ops) there is, and the model and
-# engine tests with CUDA cases (Mask R-CNN's anchor generator, RPN and RoI heads; the
-# multi-tensor optimizers; DANet has none yet): every models/<model>/*_test.cc outside
-# models/ops and engine/<package>/*_test.cc that checks torch::cuda::is_available().
+# engine tests with CUDA cases (the whole DBNet, Mask R-CNN and DANet against the CPU; Mask
+# R-CNN's anchor generator, RPN and RoI heads; the multi-tensor optimizers): every
+# models/<model>/*_test.cc outside models/ops and engine/<package>/*_test.cc that checks
+# torch::cuda::is_available().
 targets=(//models/dbnet:activation_memory_benchmark //distributed/strategies:comm_benchmark
          //data/synthetic:make_synthetic_text //tools:train)
 ops_tests=()

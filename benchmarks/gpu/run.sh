@@ -2,7 +2,7 @@
 # The prepared GPU check (benchmarks/gpu/README.md), run from the repository root on the GPU
 # machine with the bundle that make_bundle.sh built:
 #   bash benchmarks/gpu/run.sh [--bundle=benchmarks/gpu/bundle] [--budget=450] [--cpu]
-# Parts: library preflight, the CUDA operator tests, the Mask R-CNN tests' CUDA cases, the
+# Parts: library preflight, the CUDA operator tests, the model and engine tests' CUDA cases, the
 # DBNet-ResNet-18 training step (ours and PyTorch's, fp32 / bf16 / fp16 autocast), NCCL at world
 # size 1 through the bucketed strategy's buckets, whether those all-reduces overlap backward
 # (a traced world-1 NCCL run, trace_overlap.py), and a 200-step quick-start training with its
@@ -160,8 +160,9 @@ for t in "${ops[@]}"; do
     sed 's/\[ *\([A-Z]*\) *\] \([0-9]* tests*\).*/\1 \2/' | paste -sd';')"
 done
 
-# 2b. The model tests with CUDA cases (Mask R-CNN's anchor generator, RPN and RoI heads against
-# torchvision's goldens; make_bundle.sh lists them), CUDA cases only. The goldens are read from
+# 2b. The model and engine tests with CUDA cases (the whole DBNet, Mask R-CNN and DANet against
+# the CPU; Mask R-CNN's anchor generator, RPN and RoI heads against torchvision's goldens; the
+# multi-tensor optimizers; make_bundle.sh lists them), CUDA cases only. The goldens are read from
 # the working tree (models/<model>/testdata), hence from the repository root.
 model_tests=("${bin}"/cuda_tests/*)
 if [[ ! -f "${model_tests[0]}" ]]; then
