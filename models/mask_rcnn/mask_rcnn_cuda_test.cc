@@ -424,18 +424,8 @@ void ExpectFiniteAutocastSteps(at::ScalarType dtype) {
   const c10::Device cuda(at::kCUDA, 0);
   std::unique_ptr<MaskRCNN> gpu = CopyOf(*reference.model, cuda, at::kFloat);
   ASSERT_NE(gpu, nullptr);
-  const core::Batch batch = parity::BatchOn(reference.batch, cuda, at::kFloat);
-  const parity::StepResult float32 = parity::LossesAndGradients(*gpu, batch);
-  parity::MixedPrecisionOptions options;
-  options.dtype = dtype;
-  const parity::MixedPrecisionRun run = parity::TrainWithAutocast(*gpu, batch, options);
-  std::cout << run.log << run.finite_steps << " finite steps, " << run.skipped_steps
-            << " skipped; loss scale " << run.final_scale << "\n";
-  ASSERT_EQ(run.finite_steps, options.finite_steps) << run.log;
-  const double cosine = parity::CosineSimilarity(float32.gradients, run.first_gradients);
-  std::cout << "cosine similarity of the first finite step's gradients with float32's: " << cosine
-            << "\n";
-  EXPECT_GT(cosine, 0.9);
+  parity::ExpectFiniteAutocastSteps(*gpu, parity::BatchOn(reference.batch, cuda, at::kFloat),
+                                    dtype);
 }
 
 TEST(MaskRcnnCudaTest, Bfloat16AutocastStepsStayFinite) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -352,6 +353,21 @@ double CosineSimilarity(const std::map<std::string, at::Tensor>& a,
     norm_b += (y * y).sum().item<double>();
   }
   return norm_a > 0 && norm_b > 0 ? dot / std::sqrt(norm_a * norm_b) : 0.0;
+}
+
+void ExpectFiniteAutocastSteps(core::Model& model, const core::Batch& batch,
+                               at::ScalarType dtype) {
+  const StepResult float32 = LossesAndGradients(model, batch);
+  MixedPrecisionOptions options;
+  options.dtype = dtype;
+  const MixedPrecisionRun run = TrainWithAutocast(model, batch, options);
+  std::cout << run.log << run.finite_steps << " finite steps, " << run.skipped_steps
+            << " skipped; loss scale " << run.final_scale << "\n";
+  ASSERT_EQ(run.finite_steps, options.finite_steps) << run.log;
+  const double cosine = CosineSimilarity(float32.gradients, run.first_gradients);
+  std::cout << "cosine similarity of the first finite step's gradients with float32's: " << cosine
+            << "\n";
+  EXPECT_GT(cosine, 0.9);
 }
 
 }  // namespace vision::models::testing

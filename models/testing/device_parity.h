@@ -139,6 +139,11 @@ MixedPrecisionRun TrainWithAutocast(core::Model& model, const core::Batch& batch
 double CosineSimilarity(const std::map<std::string, at::Tensor>& a,
                         const std::map<std::string, at::Tensor>& b);
 
+// The models' autocast case (gtest expectations): `dtype` autocast training steps of `model` on
+// `batch` (both on the GPU) reach MixedPrecisionOptions' finite steps, and the first finite
+// step's gradients point as float32's do (cosine > 0.9). Prints the log and the scale reached.
+void ExpectFiniteAutocastSteps(core::Model& model, const core::Batch& batch, at::ScalarType dtype);
+
 }  // namespace vision::models::testing
 
 #endif  // VISION_MODELS_TESTING_DEVICE_PARITY_H_
