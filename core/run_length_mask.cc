@@ -239,36 +239,21 @@ RunLengthMask RleFromPolygonCoordinates(const std::vector<double>& xy, int heigh
 RunLengthMask RleUnion(const RunLengthMask& a, const RunLengthMask& b) {
   if (a.counts.empty()) return b;
   if (b.counts.empty()) return a;
-  // maskApi.c's rleMerge for two masks.
+  // maskApi.c's rleMerge for two masks: consecutive stretches in the same state make one run.
   RunLengthMask out;
   out.height = a.height;
   out.width = a.width;
-  uint64_t ca = a.counts[0], cb = b.counts[0], cc = 0, ct = 1;
-  size_t ia = 1, ib = 1;
-  bool v = false, va = false, vb = false;
-  while (ct > 0) {
-    const uint64_t c = std::min(ca, cb);
-    cc += c;
-    ct = 0;
-    ca -= c;
-    if (ca == 0 && ia < a.counts.size()) {
-      ca = a.counts[ia++];
-      va = !va;
+  uint64_t run = 0;
+  bool in_run = false;
+  WalkRunPairs(a.counts, b.counts, [&](uint64_t length, bool in_a, bool in_b) {
+    if ((in_a || in_b) != in_run) {
+      out.counts.push_back(static_cast<uint32_t>(run));
+      run = 0;
+      in_run = !in_run;
     }
-    ct += ca;
-    cb -= c;
-    if (cb == 0 && ib < b.counts.size()) {
-      cb = b.counts[ib++];
-      vb = !vb;
-    }
-    ct += cb;
-    const bool vp = v;
-    v = va || vb;
-    if (v != vp || ct == 0) {
-      out.counts.push_back(static_cast<uint32_t>(cc));
-      cc = 0;
-    }
-  }
+    run += length;
+  });
+  out.counts.push_back(static_cast<uint32_t>(run));
   return out;
 }
 

@@ -56,6 +56,35 @@ RunLengthMask RleFromPolygons(const std::vector<Polygon>& polygons, int height,
 RunLengthMask RleUnion(const RunLengthMask& a, const RunLengthMask& b);
 // Foreground pixels.
 int64_t RleArea(const RunLengthMask& rle);
+
+// maskApi.c's walk over two masks' runs (rleMerge, rleIou): calls
+// visit(uint64_t length, bool in_a, bool in_b) for each stretch, in column-major order, over
+// which neither mask changes; zero-length stretches included, as the C code steps them. Both
+// run lists must be non-empty.
+template <typename Visit>
+void WalkRunPairs(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b, Visit&& visit) {
+  uint64_t ca = a[0], cb = b[0], ct = 1;
+  size_t ia = 1, ib = 1;
+  bool va = false, vb = false;
+  while (ct > 0) {
+    const uint64_t c = ca < cb ? ca : cb;
+    visit(c, va, vb);
+    ct = 0;
+    ca -= c;
+    if (ca == 0 && ia < a.size()) {
+      ca = a[ia++];
+      va = !va;
+    }
+    ct += ca;
+    cb -= c;
+    if (cb == 0 && ib < b.size()) {
+      cb = b[ib++];
+      vb = !vb;
+    }
+    ct += cb;
+  }
+}
+
 }  // namespace vision::core
 
 #endif  // VISION_CORE_RUN_LENGTH_MASK_H_

@@ -151,30 +151,13 @@ double MeanOfMeasured(const std::vector<double>& values) {
 double RleIoU(const core::RunLengthMask& detection, const core::RunLengthMask& truth,
               bool truth_is_crowd) {
   if (detection.counts.empty() || truth.counts.empty()) return 0;
-  // maskApi.c's run walk: both run lists advance together, counting pixels in either and both.
-  uint64_t ca = detection.counts[0], cb = truth.counts[0], ct = 1, intersection = 0, uni = 0;
-  size_t ia = 1, ib = 1;
-  bool va = false, vb = false;
-  while (ct > 0) {
-    const uint64_t c = std::min(ca, cb);
-    if (va || vb) {
-      uni += c;
-      if (va && vb) intersection += c;
-    }
-    ct = 0;
-    ca -= c;
-    if (ca == 0 && ia < detection.counts.size()) {
-      ca = detection.counts[ia++];
-      va = !va;
-    }
-    ct += ca;
-    cb -= c;
-    if (cb == 0 && ib < truth.counts.size()) {
-      cb = truth.counts[ib++];
-      vb = !vb;
-    }
-    ct += cb;
-  }
+  // maskApi.c's rleIou: pixels in either mask and in both.
+  uint64_t intersection = 0, uni = 0;
+  core::WalkRunPairs(detection.counts, truth.counts,
+                     [&](uint64_t length, bool in_detection, bool in_truth) {
+                       if (in_detection || in_truth) uni += length;
+                       if (in_detection && in_truth) intersection += length;
+                     });
   if (intersection == 0) return 0;
   const double denominator =
       truth_is_crowd ? static_cast<double>(core::RleArea(detection)) : static_cast<double>(uni);
