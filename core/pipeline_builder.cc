@@ -164,12 +164,26 @@ absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int wo
   VISION_ASSIGN_OR_RETURN(p.lr_schedule, BuildLrSchedule(config.lr_schedule()));
   VISION_ASSIGN_OR_RETURN(p.comm_strategy, BuildCommStrategy(config.distributed()));
   VISION_ASSIGN_OR_RETURN(p.evaluator, BuildEvaluator(config.evaluation()));
+  VISION_ASSIGN_OR_RETURN(p.hooks, BuildHooks(config));
   VISION_RETURN_IF_ERROR(CheckDataAgreement(config, p.model.get(), p.train_dataset.get(),
                                             p.eval_dataset.get(), p.evaluator.get()));
   if (p.evaluator != nullptr && p.eval_dataset != nullptr) {
     VISION_RETURN_IF_ERROR(PrepareEvaluator(*p.evaluator, *p.eval_dataset));
   }
   return p;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Hook>>> BuildHooks(const TrainPipelineConfig& config) {
+  std::vector<std::unique_ptr<Hook>> hooks;
+  for (int i = 0; i < config.hooks_size(); ++i) {
+    const PluginSpec& spec = config.hooks(i);
+    VISION_ASSIGN_OR_RETURN(std::unique_ptr<Hook> hook,
+                            WithContext<std::unique_ptr<Hook>>(absl::StrCat("hooks[", i, "]"), [&] {
+                              return HookRegistry::Get().Create(spec.type(), spec.options());
+                            }));
+    hooks.push_back(std::move(hook));
+  }
+  return hooks;
 }
 
 absl::Status PrepareEvaluator(Evaluator& evaluator, const Dataset& dataset) {
@@ -224,6 +238,12 @@ std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& 
                                  p.evaluator->MainMetric(),
                                  Needs("scores", p.evaluator->DataRequirements()), ")")
                   : std::string("(none)")));
+  if (config.hooks_size() > 0) {
+    std::vector<std::string> hooks;
+    for (const PluginSpec& hook : config.hooks()) hooks.push_back(hook.type());
+    lines.push_back(absl::StrCat("hooks:          ", absl::StrJoin(hooks, ", "),
+                                 " (after the loop's own; before checkpointing)"));
+  }
   lines.push_back(absl::StrFormat("device:         %s, mixed precision %s", config.device(),
                                   config.mixed_precision().enabled()
                                       ? MixedPrecisionConfig::Dtype_Name(config.mixed_precision().dtype())

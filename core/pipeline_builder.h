@@ -14,6 +14,7 @@
 #include "core/config/pipeline.pb.h"
 #include "core/dataset.h"
 #include "core/evaluator.h"
+#include "core/hook.h"
 #include "core/lr_schedule.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -48,6 +49,9 @@ absl::StatusOr<std::unique_ptr<CommStrategy>> BuildCommStrategy(const Distribute
 
 // Null when the config names no evaluator.
 absl::StatusOr<std::unique_ptr<Evaluator>> BuildEvaluator(const EvaluationConfig& config);
+// The config's `hooks`, in order (empty when it names none).
+absl::StatusOr<std::vector<std::unique_ptr<Hook>>> BuildHooks(const TrainPipelineConfig& config);
+
 // Gives `evaluator` the metadata of the dataset it scores (Evaluator::SetDatasetMetadata), if
 // the dataset states any. BuildPipeline does this; tools that build an evaluator alone call it.
 absl::Status PrepareEvaluator(Evaluator& evaluator, const Dataset& dataset);
@@ -63,6 +67,7 @@ struct Pipeline {
   std::unique_ptr<LrSchedule> lr_schedule;
   std::unique_ptr<CommStrategy> comm_strategy;  // null without distributed.strategy
   std::unique_ptr<Evaluator> evaluator;         // null without evaluation.evaluator
+  std::vector<std::unique_ptr<Hook>> hooks;     // the config's `hooks`, in order
   int64_t global_batch_size = 0;
   double scaled_lr = 0;
 };

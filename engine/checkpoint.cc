@@ -52,6 +52,9 @@ void WriteMeta(torch::serialize::OutputArchive& archive, const CheckpointMeta& m
   archive.write("meta/consecutive_nonfinite", c10::IValue(m.consecutive_nonfinite));
   archive.write("meta/config_text", c10::IValue(m.config_text));
   archive.write("meta/config_fingerprint", c10::IValue(m.config_fingerprint));
+  c10::List<std::string> hook_states;
+  for (const std::string& state : m.hook_states) hook_states.push_back(state);
+  archive.write("meta/hook_states", c10::IValue(hook_states));
 }
 
 CheckpointMeta ReadMeta(torch::serialize::InputArchive& archive) {
@@ -76,6 +79,9 @@ CheckpointMeta ReadMeta(torch::serialize::InputArchive& archive) {
   m.config_text = v.toStringRef();
   archive.read("meta/config_fingerprint", v);
   m.config_fingerprint = v.toStringRef();
+  if (archive.try_read("meta/hook_states", v)) {
+    for (const c10::IValue& state : v.toListRef()) m.hook_states.push_back(state.toStringRef());
+  }
   return m;
 }
 

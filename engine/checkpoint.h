@@ -30,6 +30,8 @@ struct CheckpointMeta {
   int64_t consecutive_nonfinite = 0;
   std::string config_text;
   std::string config_fingerprint;
+  // Hook::SaveState() of each of the config's hooks, in order (absent in older checkpoints).
+  std::vector<std::string> hook_states;
 };
 
 // What to save and restore; optimizer and ema may be null.

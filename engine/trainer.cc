@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
+#include <functional>
 #include <thread>
 
 #include <ATen/ATen.h>
@@ -32,6 +32,7 @@
 #include "engine/logging/metrics_log.h"
 #include "engine/logging/progress.h"
 #include "engine/logging/tensorboard_writer.h"
+#include "engine/hooks/builtin_hooks.h"
 #include "engine/loss_scaler.h"
 #include "engine/draw.h"
 
@@ -53,7 +54,9 @@ std::vector<const core::Augmentation*> Pointers(
 
 }  // namespace
 
-class Trainer::Loop {
+// The loop and its state. It is the hooks' view of the run (core::TrainingRun), and calls them
+// at the points listed in core/hook.h.
+class Trainer::Loop : public core::TrainingRun {
  public:
   Loop(const core::TrainPipelineConfig& config, core::Collectives* collectives, TrainerOptions options,
        core::Pipeline& pipeline)
@@ -67,7 +70,27 @@ class Trainer::Loop {
 
   absl::Status Init();
   absl::StatusOr<TrainResult> Run();
-  absl::StatusOr<std::map<std::string, double>> Evaluate();
+
+  // core::TrainingRun
+  const core::TrainPipelineConfig& config() const override { return config_; }
+  int64_t step() const override { return state_.step; }
+  int64_t total_steps() const override { return total_steps_; }
+  int64_t first_step() const override { return first_step_; }
+  int64_t epoch() const override { return state_.epoch; }
+  int rank() const override { return collectives_.rank(); }
+  int world_size() const override { return collectives_.world_size(); }
+  const std::string& output_dir() const override { return checkpoints_.dir(); }
+  core::Model& model() override { return *p_.model; }
+  std::string main_metric() const override {
+    return p_.evaluator == nullptr ? "" : p_.evaluator->MainMetric();
+  }
+  void Print(const std::string& line) const override {
+    if (is_main() && options_.verbose) std::printf("%s\n", line.c_str()), std::fflush(stdout);
+  }
+  absl::Status LogScalars(const std::map<std::string, double>& values) override;
+  absl::StatusOr<std::map<std::string, double>> Evaluate() override;
+  void RequestStop(const std::string& reason) override;
+  bool stop_requested() const override { return !stop_reason_.empty(); }
 
  private:
   static LossScalerOptions ScalerOptions(const core::MixedPrecisionConfig& mp) {
@@ -81,9 +104,6 @@ class Trainer::Loop {
     return o;
   }
   bool is_main() const { return collectives_.rank() == 0; }
-  void Print(const std::string& line) const {
-    if (is_main() && options_.verbose) std::printf("%s\n", line.c_str()), std::fflush(stdout);
-  }
   absl::Status SetUpProcess();
   absl::Status CheckRanksRunOneConfig();
   absl::Status SetUpModel();
@@ -91,12 +111,15 @@ class Trainer::Loop {
   absl::Status OpenLogs();
   absl::Status Resume();
   absl::Status SetUpReplicas();
+  absl::Status SetUpHooks();
   absl::Status StartEpoch(int64_t epoch, int64_t first_batch);
   absl::StatusOr<core::Batch> NextTrainBatch();
-  absl::Status TrainStep(std::map<std::string, double>* log_terms, double* loss_value,
-                         double* grad_norm, bool want_log);
+  absl::Status TrainStep(core::StepValues* values);
+  absl::Status AverageOverRanks(core::StepValues* values);
+  // Calls `point` on every hook in order; stops at the first error.
+  absl::Status CallHooks(const std::function<absl::Status(core::Hook&)>& point);
+  absl::StatusOr<TrainResult> Summarize(double seconds);
   absl::Status SaveCheckpoint(bool is_best);
-  absl::Status LogScalars(int64_t step, const std::map<std::string, double>& values);
 
   const core::TrainPipelineConfig config_;
   core::Collectives& collectives_;
@@ -117,6 +140,11 @@ class Trainer::Loop {
   std::unique_ptr<logging::MetricsLog> metrics_log_;
   std::unique_ptr<logging::TensorBoardWriter> tensorboard_;
   bool draw_predictions_ = true;
+  int64_t first_step_ = 0;
+  std::string stop_reason_;
+  hooks::EvaluationOutcome evaluation_;
+  std::vector<std::unique_ptr<core::Hook>> builtin_hooks_;
+  std::vector<core::Hook*> hooks_;  // the built-in ones and the config's, in calling order
 };
 
 absl::Status Trainer::Loop::Init() {
@@ -125,8 +153,40 @@ absl::Status Trainer::Loop::Init() {
   VISION_RETURN_IF_ERROR(SetUpModel());
   VISION_RETURN_IF_ERROR(SetUpData());
   VISION_RETURN_IF_ERROR(OpenLogs());
+  VISION_RETURN_IF_ERROR(SetUpHooks());
   VISION_RETURN_IF_ERROR(Resume());
   return SetUpReplicas();
+}
+
+// The loop's own hooks (engine/hooks/builtin_hooks.h) around the config's: trace, EMA,
+// progress, evaluation, the config's hooks, checkpoints.
+absl::Status Trainer::Loop::SetUpHooks() {
+  auto add = [this](std::unique_ptr<core::Hook> hook) {
+    hooks_.push_back(hook.get());
+    builtin_hooks_.push_back(std::move(hook));
+  };
+  add(std::make_unique<hooks::TraceHook>(config_.logging().trace()));
+  if (ema_) add(std::make_unique<hooks::EmaHook>(ema_.get()));
+  add(std::make_unique<hooks::ProgressHook>(config_.logging().every_n_steps(),
+                                            p_.global_batch_size, p_.optimizer.get(), &scaler_,
+                                            train_loader_.get()));
+  if (p_.evaluator != nullptr) {
+    add(std::make_unique<hooks::EvaluationHook>(config_.evaluation().every_n_steps(), &state_,
+                                                &evaluation_));
+  }
+  for (const auto& hook : p_.hooks) hooks_.push_back(hook.get());
+  add(std::make_unique<hooks::CheckpointHook>(config_.checkpoint().every_n_steps(), &evaluation_,
+                                              [this](bool is_best) { return SaveCheckpoint(is_best); }));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Loop::CallHooks(const std::function<absl::Status(core::Hook&)>& point) {
+  for (core::Hook* hook : hooks_) VISION_RETURN_IF_ERROR(point(*hook));
+  return absl::OkStatus();
+}
+
+void Trainer::Loop::RequestStop(const std::string& reason) {
+  if (stop_reason_.empty()) stop_reason_ = reason.empty() ? "a hook requested it" : reason;
 }
 
 // Threads, device and its switches.
@@ -297,6 +357,16 @@ absl::Status Trainer::Loop::Resume() {
   if (!restored->has_value()) return absl::OkStatus();
   state_ = **restored;
   scaler_.LoadState(state_.loss_scaler_state);
+  // The config's hooks continue where they were (an early stop's count of evaluations).
+  if (state_.hook_states.size() == p_.hooks.size()) {
+    for (size_t i = 0; i < p_.hooks.size(); ++i) {
+      VISION_RETURN_IF_ERROR(core::WithContext(absl::StrCat("hooks[", i, "] (resuming)"),
+                                               p_.hooks[i]->LoadState(state_.hook_states[i])));
+    }
+  } else {
+    std::fprintf(stderr, "warning: the checkpoint holds the state of %zu hooks, the config names "
+                 "%zu: the config's hooks start afresh\n", state_.hook_states.size(), p_.hooks.size());
+  }
   resumed_from_ = state_.step;
   Print(absl::StrFormat("resumed from step %d (epoch %d, batch %d) in %s", state_.step,
                         state_.epoch, state_.batch_in_epoch, checkpoints_.dir()));
@@ -322,13 +392,13 @@ absl::StatusOr<core::Batch> Trainer::Loop::NextTrainBatch() {
   }
 }
 
-absl::Status Trainer::Loop::TrainStep(std::map<std::string, double>* log_terms,
-                                      double* loss_value, double* grad_norm, bool want_log) {
+absl::Status Trainer::Loop::TrainStep(core::StepValues* values) {
   const core::TrainLoopConfig& t = config_.train();
   const int accumulation = t.gradient_accumulation_steps();
   const core::MixedPrecisionConfig& mp = config_.mixed_precision();
   const at::ScalarType dtype =
       mp.dtype() == core::MixedPrecisionConfig::FLOAT16 ? at::kHalf : at::kBFloat16;
+  const bool want_values = values->has_values;
   p_.model->train();
   at::Tensor total_for_log = at::zeros({}, at::kDouble);
   for (int micro = 0; micro < accumulation; ++micro) {
@@ -353,11 +423,11 @@ absl::Status Trainer::Loop::TrainStep(std::map<std::string, double>* log_terms,
         const double weight = w == t.loss_weights().end() ? 1.0 : w->second;
         at::Tensor term = loss.to(at::kFloat) * weight;
         total = total.defined() ? total + term : term;
-        if (want_log) (*log_terms)[name] += term.item<double>() / accumulation;
+        if (want_values) values->loss_terms[name] += term.item<double>() / accumulation;
       }
     }
     total = total / accumulation;
-    if (want_log) total_for_log += total.detach().to(at::kCPU, at::kDouble);
+    if (want_values) total_for_log += total.detach().to(at::kCPU, at::kDouble);
     core::trace::ScopedSpan span("backward", "step");
     scaler_.Scale(total).backward();
   }
@@ -369,20 +439,20 @@ absl::Status Trainer::Loop::TrainStep(std::map<std::string, double>* log_terms,
   // Gradients are identical on every rank now, so every rank takes the same decision.
   const bool finite = scaler_.UnscaleAndCheckFinite(params_);
   scaler_.Update(finite);
+  values->optimizer_stepped = finite;
   if (finite) {
     state_.consecutive_nonfinite = 0;
     if (t.clip_grad_norm() > 0) {
-      *grad_norm = torch::nn::utils::clip_grad_norm_(params_, t.clip_grad_norm());
-    } else if (want_log) {
+      values->grad_norm = torch::nn::utils::clip_grad_norm_(params_, t.clip_grad_norm());
+    } else if (want_values) {
       double sum = 0;
       for (const at::Tensor& p : params_) {
         if (p.grad().defined()) sum += p.grad().to(at::kDouble).pow(2).sum().item<double>();
       }
-      *grad_norm = std::sqrt(sum);
+      values->grad_norm = std::sqrt(sum);
     }
     p_.optimizer->SetLrFactor(p_.lr_schedule->Factor(state_.step, total_steps_));
     p_.optimizer->torch_optimizer().step();
-    if (ema_) ema_->Update(*p_.model);
   } else if (++state_.consecutive_nonfinite > mp.max_consecutive_nonfinite_steps()) {
     return absl::AbortedError(absl::StrFormat(
         "%d consecutive steps had non-finite gradients (last at step %d); stopping. The last "
@@ -391,7 +461,25 @@ absl::Status Trainer::Loop::TrainStep(std::map<std::string, double>* log_terms,
         state_.consecutive_nonfinite, state_.step, checkpoints_.dir()));
   }
   p_.optimizer->torch_optimizer().zero_grad();
-  if (want_log) *loss_value = total_for_log.item<double>();
+  if (want_values) values->loss = total_for_log.item<double>();
+  values->skipped_samples = train_loader_->skipped_samples();
+  return absl::OkStatus();
+}
+
+// Logged losses are the mean over ranks, not this rank's share of the batch; skipped bad
+// samples are the sum.
+absl::Status Trainer::Loop::AverageOverRanks(core::StepValues* values) {
+  if (!values->has_values || collectives_.world_size() == 1) return absl::OkStatus();
+  std::vector<double> flat = {values->loss};
+  for (const auto& [name, value] : values->loss_terms) flat.push_back(value);
+  flat.push_back(static_cast<double>(values->skipped_samples));
+  std::vector<at::Tensor> summed = {at::tensor(flat, at::kDouble)};
+  VISION_RETURN_IF_ERROR(collectives_.AllReduceSum(summed));
+  const at::Tensor mean = summed[0] / collectives_.world_size();
+  values->loss = mean[0].item<double>();
+  int64_t i = 1;
+  for (auto& [name, value] : values->loss_terms) value = mean[i++].item<double>();
+  values->skipped_samples = static_cast<int64_t>(summed[0][i].item<double>());
   return absl::OkStatus();
 }
 
@@ -401,6 +489,8 @@ absl::Status Trainer::Loop::SaveCheckpoint(bool is_best) {
     state_.loss_scaler_state = scaler_.State();
     state_.config_text = core::ConfigToText(config_);
     state_.config_fingerprint = core::ConfigFingerprint(config_);
+    state_.hook_states.clear();
+    for (const auto& hook : p_.hooks) state_.hook_states.push_back(hook->SaveState());
     status = checkpoints_.Save(
         TrainingState{p_.model.get(), &p_.optimizer->torch_optimizer(), ema_.get()}, state_, is_best);
   }
@@ -409,37 +499,29 @@ absl::Status Trainer::Loop::SaveCheckpoint(bool is_best) {
   return status;
 }
 
-absl::Status Trainer::Loop::LogScalars(int64_t step, const std::map<std::string, double>& values) {
+absl::Status Trainer::Loop::LogScalars(const std::map<std::string, double>& values) {
   if (!is_main()) return absl::OkStatus();
   if (metrics_log_) {
     logging::MetricsRecord record;
-    record.step = step;
+    record.step = state_.step;
     record.epoch = state_.epoch;
     record.values = values;
     VISION_RETURN_IF_ERROR(metrics_log_->Append(record));
   }
   if (tensorboard_) {
     for (const auto& [name, value] : values) {
-      VISION_RETURN_IF_ERROR(tensorboard_->AddScalar(name, static_cast<float>(value), step));
+      VISION_RETURN_IF_ERROR(tensorboard_->AddScalar(name, static_cast<float>(value), state_.step));
     }
     VISION_RETURN_IF_ERROR(tensorboard_->Flush());
   }
   return absl::OkStatus();
 }
 
+// The spine: steps, and the hooks around them (core/hook.h lists the points).
 absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   const Clock::time_point start = Clock::now();
   VISION_RETURN_IF_ERROR(StartEpoch(state_.epoch, state_.batch_in_epoch));
-  const int64_t log_every = config_.logging().every_n_steps();
-  const int64_t eval_every = config_.evaluation().every_n_steps();
-  const int64_t ckpt_every = config_.checkpoint().every_n_steps();
-  const int64_t images_per_step = p_.global_batch_size;
-  const int64_t first_step = state_.step;
-  logging::StepTimeEstimator estimator;
-  Clock::time_point window_start = Clock::now();
-  double window_wait = train_loader_->wait_seconds();
-  int64_t window_steps = 0;
-  std::map<std::string, double> final_metrics;
+  first_step_ = state_.step;
   if (!config_.name().empty()) Print(absl::StrCat("run: ", config_.name()));
   // The datasets' summaries carry what they repaired or dropped while listing (README, "Data
   // policies"), so it is stated where the run starts.
@@ -447,136 +529,38 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   if (p_.eval_dataset != nullptr) Print(absl::StrCat("eval_data: ", p_.eval_dataset->Describe()));
   Print(absl::StrFormat("training %d steps (%d batches of %d per rank and epoch, %d ranks, global batch %d)",
                         total_steps_, batches_per_epoch_, config_.train_data().loader().batch_size(),
-                        collectives_.world_size(), images_per_step));
-
-  const core::TraceConfig& trace_config = config_.logging().trace();
-  if (trace_config.num_steps() < 0 || trace_config.start_step() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "logging.trace: start_step (", trace_config.start_step(), ") and num_steps (",
-        trace_config.num_steps(), ") must be >= 0; num_steps: 0 turns tracing off"));
-  }
-  std::string trace_file;
-  if (trace_config.num_steps() > 0) {
-    std::string dir =
-        trace_config.path().empty() ? config_.checkpoint().output_dir() : trace_config.path();
-    if (dir.empty()) dir = ".";
-    std::error_code error;
-    std::filesystem::create_directories(dir, error);
-    if (error) {
-      return absl::InvalidArgumentError(absl::StrCat("logging.trace.path: cannot create '", dir,
-                                                     "': ", error.message()));
-    }
-    trace_file = absl::StrCat(dir, "/trace_rank", collectives_.rank(), ".json");
-  }
-  // Ends the trace window: every rank writes its own file.
-  const auto finish_trace = [&]() -> absl::Status {
-    if (!core::trace::Enabled()) return absl::OkStatus();
-    core::trace::Stop();
-    VISION_RETURN_IF_ERROR(core::trace::WriteChromeTrace(trace_file));
-    Print(absl::StrCat("trace of ", trace_config.num_steps(), " step(s) written to ", trace_file,
-                       " (every rank writes its own trace_rank<k>.json)"));
-    return absl::OkStatus();
-  };
-
-  while (state_.step < total_steps_) {
-    if (!trace_file.empty() && state_.step - first_step == trace_config.start_step()) {
-      core::trace::Start(collectives_.rank());
-      core::trace::NameThisThread("trainer");
-    }
-    const bool want_log = (state_.step + 1) % log_every == 0 || state_.step + 1 == total_steps_;
-    std::map<std::string, double> terms;
-    double loss = 0, grad_norm = 0;
+                        collectives_.world_size(), p_.global_batch_size));
+  VISION_RETURN_IF_ERROR(CallHooks([&](core::Hook& h) { return h.BeforeTrain(*this); }));
+  while (state_.step < total_steps_ && !stop_requested()) {
+    VISION_RETURN_IF_ERROR(CallHooks([&](core::Hook& h) { return h.BeforeStep(*this); }));
+    core::StepValues values;
+    for (const core::Hook* hook : hooks_) values.has_values |= hook->WantsStepValues(*this);
     const Clock::time_point step_start = Clock::now();
     const int64_t step_us = core::trace::Enabled() ? core::trace::NowUs() : 0;
-    VISION_RETURN_IF_ERROR(core::GuardTorch(absl::StrCat("training step ", state_.step + 1), [&] {
-      return TrainStep(&terms, &loss, &grad_norm, want_log);
-    }));
+    VISION_RETURN_IF_ERROR(core::GuardTorch(absl::StrCat("training step ", state_.step + 1),
+                                            [&] { return TrainStep(&values); }));
     if (core::trace::Enabled()) {
       core::trace::Record("step", "step", step_us, core::trace::NowUs(),
                           core::trace::NamedLane("steps"), {{"step", state_.step + 1.0}});
     }
-    int64_t skipped = train_loader_->skipped_samples();
-    if (want_log && collectives_.world_size() > 1) {
-      // Logged losses are the mean over ranks, not rank 0's share of the batch; skipped bad
-      // samples are the sum.
-      std::vector<double> values = {loss};
-      for (const auto& [name, value] : terms) values.push_back(value);
-      values.push_back(static_cast<double>(skipped));
-      std::vector<at::Tensor> summed = {at::tensor(values, at::kDouble)};
-      VISION_RETURN_IF_ERROR(collectives_.AllReduceSum(summed));
-      const at::Tensor mean = summed[0] / collectives_.world_size();
-      loss = mean[0].item<double>();
-      int64_t i = 1;
-      for (auto& [name, value] : terms) value = mean[i++].item<double>();
-      skipped = static_cast<int64_t>(summed[0][i].item<double>());
-    }
+    VISION_RETURN_IF_ERROR(AverageOverRanks(&values));
     ++state_.step;
-    if (state_.step - first_step == trace_config.start_step() + trace_config.num_steps()) {
-      VISION_RETURN_IF_ERROR(finish_trace());
-    }
-    ++window_steps;
-    estimator.AddStep(Seconds(step_start));
-    if (want_log) {
-      const double window_seconds = Seconds(window_start);
-      const double lr = p_.optimizer->lr(0);
-      logging::ProgressLine line;
-      line.step = state_.step;
-      line.total_steps = total_steps_;
-      line.loss = loss;
-      for (const auto& [name, value] : terms) line.loss_terms.emplace_back(name, value);
-      line.lr = lr;
-      line.images_per_second = window_steps * images_per_step / std::max(window_seconds, 1e-9);
-      line.data_wait_fraction =
-          std::clamp((train_loader_->wait_seconds() - window_wait) / std::max(window_seconds, 1e-9), 0.0, 1.0);
-      line.elapsed_seconds = Seconds(start);
-      line.eta_seconds = estimator.EtaSeconds(total_steps_ - state_.step);
-      line.skipped_samples = skipped;
-      Print(logging::FormatProgressLine(line));
-      std::map<std::string, double> scalars = terms;
-      scalars["loss"] = loss;
-      scalars["lr"] = lr;
-      scalars["grad_norm"] = grad_norm;
-      scalars["images_per_second"] = line.images_per_second;
-      scalars["data_wait_fraction"] = line.data_wait_fraction;
-      if (scaler_.enabled()) scalars["loss_scale"] = scaler_.scale();
-      scalars["skipped_steps"] = static_cast<double>(scaler_.skipped_steps());
-      VISION_RETURN_IF_ERROR(LogScalars(state_.step, scalars));
-      window_start = Clock::now();
-      window_wait = train_loader_->wait_seconds();
-      window_steps = 0;
-    }
-    const bool last = state_.step == total_steps_;
-    bool is_best = false;
-    if (p_.evaluator != nullptr && ((eval_every > 0 && state_.step % eval_every == 0) || last)) {
-      VISION_ASSIGN_OR_RETURN(final_metrics, Evaluate());
-      auto main_metric = final_metrics.find(p_.evaluator->MainMetric());
-      if (main_metric == final_metrics.end()) {
-        return absl::InternalError(absl::StrCat("the evaluator computed no '",
-                                                p_.evaluator->MainMetric(), "' metric"));
-      }
-      const double value = main_metric->second;
-      is_best = !state_.has_best_metric || value > state_.best_metric;
-      if (is_best) {
-        state_.has_best_metric = true;
-        state_.best_metric = value;
-        state_.best_metric_step = state_.step;
-      }
-      std::map<std::string, double> scalars;
-      for (const auto& [name, v] : final_metrics) scalars["eval/" + name] = v;
-      VISION_RETURN_IF_ERROR(LogScalars(state_.step, scalars));
-    }
-    if (last || (ckpt_every > 0 && state_.step % ckpt_every == 0)) {
-      VISION_RETURN_IF_ERROR(SaveCheckpoint(is_best));
-    }
+    values.seconds = Seconds(step_start);
+    VISION_RETURN_IF_ERROR(CallHooks([&](core::Hook& h) { return h.AfterStep(*this, values); }));
   }
-  // Training ended inside the trace window.
-  VISION_RETURN_IF_ERROR(finish_trace());
+  if (stop_requested()) Print(absl::StrCat("stopped at step ", state_.step, ": ", stop_reason_));
+  VISION_RETURN_IF_ERROR(CallHooks([&](core::Hook& h) { return h.AfterTrain(*this); }));
+  return Summarize(Seconds(start));
+}
+
+// The run's result and its closing summary (over every rank).
+absl::StatusOr<TrainResult> Trainer::Loop::Summarize(double seconds) {
   TrainResult result;
   result.steps = state_.step;
   result.resumed_from = resumed_from_;
-  result.final_metrics = final_metrics;
-  const double seconds = Seconds(start);
-  result.images_per_second = (state_.step - first_step) * images_per_step / std::max(seconds, 1e-9);
+  result.final_metrics = evaluation_.metrics;
+  result.images_per_second =
+      (state_.step - first_step_) * p_.global_batch_size / std::max(seconds, 1e-9);
   logging::TrainingSummary summary;
   summary.skipped_samples = train_loader_->skipped_samples();
   if (collectives_.world_size() > 1) {
@@ -584,7 +568,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
     VISION_RETURN_IF_ERROR(collectives_.AllReduceSum(skipped));
     summary.skipped_samples = skipped[0].item<int64_t>();
   }
-  summary.steps = state_.step - first_step;
+  summary.steps = state_.step - first_step_;
   summary.total_seconds = seconds;
   summary.images_per_second = result.images_per_second;
   if (absl::StatusOr<double> peak = logging::PeakResidentMemoryMiB(); peak.ok()) {
@@ -624,17 +608,23 @@ absl::StatusOr<std::map<std::string, double>> Trainer::Loop::Evaluate() {
       return absl::OkStatus();
     };
   }
-  if (ema_) ema_->Swap(*p_.model);
+  VISION_RETURN_IF_ERROR(CallHooks([&](core::Hook& h) { return h.BeforeEvaluation(*this); }));
   absl::StatusOr<std::map<std::string, double>> metrics = RunEvaluation(job);
-  if (ema_) ema_->Swap(*p_.model);
+  if (metrics.ok()) {
+    std::vector<std::string> parts;
+    for (const auto& [name, value] : *metrics) parts.push_back(absl::StrFormat("%s %.4f", name, value));
+    Print(absl::StrCat("eval at step ", state_.step, ": ", absl::StrJoin(parts, "  ")));
+  }
+  // Every hook may undo what it did before the evaluation, also when the evaluation failed.
+  const std::map<std::string, double>* seen = metrics.ok() ? &*metrics : nullptr;
+  const absl::Status after =
+      CallHooks([&](core::Hook& h) { return h.AfterEvaluation(*this, seen); });
   if (!metrics.ok()) return metrics.status();
+  VISION_RETURN_IF_ERROR(after);
   for (size_t i = 0; i < drawn.size(); ++i) {
     VISION_RETURN_IF_ERROR(
         tensorboard_->AddImage(absl::StrCat("eval/prediction_", i), drawn[i], state_.step));
   }
-  std::vector<std::string> parts;
-  for (const auto& [name, value] : *metrics) parts.push_back(absl::StrFormat("%s %.4f", name, value));
-  Print(absl::StrCat("eval at step ", state_.step, ": ", absl::StrJoin(parts, "  ")));
   return metrics;
 }
 

@@ -7,6 +7,9 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/hook.h"
+#include "engine/testing/test_plugins.pb.h"
 #include "core/config/loader.h"
 #include "core/collectives.h"
 #include "core/status_macros.h"
@@ -202,10 +205,132 @@ TEST(TrainerTest, TraceWindowWritesTheChosenStepsAsAChromeTrace) {
 }
 
 TEST(TrainerTest, NegativeTraceWindowIsRefused) {
-  auto result =
-      Train(Config(TempDir("bad_trace"), "logging { trace { start_step: 0 num_steps: -1 } }"));
+  core::TrainPipelineConfig config = Config(TempDir("bad_trace"));
+  config.mutable_logging()->mutable_trace()->set_num_steps(-1);
+  // By the config's validator (tools/train's path) and by the trainer itself.
+  const absl::Status invalid = core::ValidatePipelineConfig(config);
+  EXPECT_THAT(std::string(invalid.message()), HasSubstr("logging.trace"));
+  auto result = Train(config);
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("logging.trace"));
+}
+
+// A hook named in the config, registered here as a user's own plugin would be (nothing in
+// engine/ knows it): it records every call in order, asks for the loss values of one step
+// besides the progress log's, and can stop training.
+std::vector<std::string>& HookCalls() {
+  static auto* calls = new std::vector<std::string>;
+  return *calls;
+}
+
+class CallLogHook : public core::Hook {
+ public:
+  static absl::StatusOr<std::unique_ptr<CallLogHook>> Create(
+      const testing::TestHookOptions& options) {
+    return std::make_unique<CallLogHook>(options);
+  }
+  explicit CallLogHook(const testing::TestHookOptions& options) : options_(options) {}
+  absl::Status BeforeTrain(core::TrainingRun& run) override {
+    return Log(absl::StrCat("before_train ", run.step()));
+  }
+  bool WantsStepValues(const core::TrainingRun& run) const override {
+    return run.step() + 1 == options_.values_at();
+  }
+  absl::Status BeforeStep(core::TrainingRun& run) override {
+    return Log(absl::StrCat("before_step ", run.step()));
+  }
+  absl::Status AfterStep(core::TrainingRun& run, const core::StepValues& values) override {
+    if (values.has_values && !(values.loss > 0)) {
+      return absl::InternalError(absl::StrCat("step ", run.step(), ": loss ", values.loss));
+    }
+    if (run.step() == options_.stop_at()) run.RequestStop("the test hook's stop_at");
+    return Log(absl::StrCat("after_step ", run.step(), values.has_values ? " values" : ""));
+  }
+  absl::Status BeforeEvaluation(core::TrainingRun& run) override {
+    return Log(absl::StrCat("before_eval ", run.step()));
+  }
+  absl::Status AfterEvaluation(core::TrainingRun& run,
+                               const std::map<std::string, double>* metrics) override {
+    return Log(absl::StrCat("after_eval ", run.step(), metrics != nullptr ? " ok" : " failed"));
+  }
+  absl::Status AfterTrain(core::TrainingRun& run) override {
+    return Log(absl::StrCat("after_train ", run.step()));
+  }
+
+ private:
+  absl::Status Log(const std::string& call) {
+    HookCalls().push_back(call);
+    return absl::OkStatus();
+  }
+  testing::TestHookOptions options_;
+};
+
+VISION_REGISTER_PLUGIN(core::HookRegistry, "TestCallLog", CallLogHook, testing::TestHookOptions);
+
+std::string CallLogConfig(int64_t stop_at, int64_t values_at) {
+  return absl::StrCat(
+      "hooks { type: \"TestCallLog\" options { "
+      "[type.googleapis.com/vision.engine.testing.TestHookOptions] { stop_at: ",
+      stop_at, " values_at: ", values_at, " } } }");
+}
+
+TEST(TrainerTest, HooksAreCalledAtEveryPointInOrder) {
+  HookCalls().clear();
+  // 8 steps, the progress log every 2 steps, evaluation and checkpoints every 4.
+  auto result = Train(Config(TempDir("hook_order"), CallLogConfig(0, 3)));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(absl::StrJoin(HookCalls(), ", "),
+            "before_train 0, "
+            "before_step 0, after_step 1, before_step 1, after_step 2 values, "
+            "before_step 2, after_step 3 values, before_step 3, before_eval 4, after_eval 4 ok, "
+            "after_step 4 values, before_step 4, after_step 5, before_step 5, after_step 6 values, "
+            "before_step 6, after_step 7, before_step 7, before_eval 8, after_eval 8 ok, "
+            "after_step 8 values, after_train 8");
+}
+
+TEST(TrainerTest, AHookStopsTrainingWithAFinalCheckpoint) {
+  const std::string dir = TempDir("hook_stop");
+  auto result = Train(Config(dir, CallLogConfig(5, 0)));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 5);
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint_4.pt"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint_5.pt"));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoint_8.pt"));
+}
+
+std::string EarlyStoppingConfig(int patience) {
+  // min_delta 10: no evaluation after the first counts as an improvement.
+  return absl::StrCat(
+      "train { max_steps: 40 } hooks { type: \"EarlyStopping\" options { "
+      "[type.googleapis.com/vision.engine.hooks.EarlyStoppingOptions] { patience: ",
+      patience, " min_delta: 10 } } }");
+}
+
+TEST(TrainerTest, EarlyStoppingEndsTheRunAfterPatienceEvaluations) {
+  const std::string dir = TempDir("early_stop");
+  // Evaluations every 4 steps: the best at step 4, then 8 and 12 without improvement.
+  auto result = Train(Config(dir, EarlyStoppingConfig(2)));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 12);
+  EXPECT_EQ(result->final_metrics.at("count"), 24);
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint_12.pt"));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoint_16.pt"));
+}
+
+// The hook's count is in the checkpoint: resumed from step 8 (one evaluation without
+// improvement counted), the run stops at step 12 with the same weights as the uninterrupted
+// run, not at step 16 as a hook starting afresh would.
+TEST(TrainerTest, EarlyStoppingResumesItsCount) {
+  std::vector<at::Tensor> straight, resumed;
+  const std::string a = TempDir("early_stop_a"), b = TempDir("early_stop_b");
+  ASSERT_TRUE(Train(Config(a, EarlyStoppingConfig(2)), &straight).ok());
+  fs::create_directories(b);
+  fs::copy_file(a + "/checkpoint_8.pt", b + "/checkpoint_8.pt");
+  auto result = Train(Config(b, EarlyStoppingConfig(2)), &resumed);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->resumed_from, 8);
+  EXPECT_EQ(result->steps, 12);
+  ExpectBitwiseEqual(straight, resumed);
 }
 
 }  // namespace

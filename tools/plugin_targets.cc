@@ -67,6 +67,8 @@ const std::vector<PluginTarget>& PluginTargets() {
        "//evaluation/icdar2015:icdar2015_evaluator"},
       {"evaluator", "SemanticSegmentation", "vision.evaluation.SemanticSegmentationOptions",
        "//evaluation/semantic_segmentation:semantic_segmentation_evaluator"},
+      {"hook", "EarlyStopping", "vision.engine.hooks.EarlyStoppingOptions",
+       "//engine/hooks:early_stopping"},
   };
   return *targets;
 }

@@ -16,6 +16,7 @@
 #include "core/config/loader.h"
 #include "core/dataset.h"
 #include "core/evaluator.h"
+#include "core/hook.h"
 #include "core/lr_schedule.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -59,6 +60,7 @@ void ListPlugins() {
   PrintFamily<core::LrScheduleRegistry>("lr schedules:");
   PrintFamily<core::CommStrategyRegistry>("comm strategies:");
   PrintFamily<core::EvaluatorRegistry>("evaluators:");
+  PrintFamily<core::HookRegistry>("hooks:");
 }
 
 absl::Status Run(const std::vector<std::string>& overrides) {

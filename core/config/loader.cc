@@ -348,6 +348,14 @@ absl::Status ValidatePipelineConfig(const TrainPipelineConfig& c, ConfigUse use)
     p.Require(c.has_eval_data(), "eval_data",
               "required when evaluation.evaluator is set: the data to evaluate on");
   }
+  for (int i = 0; i < c.hooks_size(); ++i) {
+    CheckPluginSpec(c.hooks(i), true, absl::StrCat("hooks[", i, "]"), "type: \"EarlyStopping\"",
+                    &p);
+  }
+  const TraceConfig& trace = c.logging().trace();
+  p.Require(trace.start_step() >= 0 && trace.num_steps() >= 0, "logging.trace",
+            absl::StrCat("start_step (", trace.start_step(), ") and num_steps (",
+                         trace.num_steps(), ") must be >= 0; num_steps: 0 turns tracing off"));
   p.Require(c.evaluation().every_n_steps() >= 0, "evaluation.every_n_steps",
             absl::StrCat("must be >= 0, got ", c.evaluation().every_n_steps()));
   if (c.evaluation().has_segmentation_inference()) {
