@@ -18,6 +18,9 @@ namespace vision::core {
 // maps are padded with).
 inline constexpr uint8_t kIgnoreLabel = 255;
 
+// The target that holds the samples' label maps (Sample::semantic), see Batch::targets.
+inline constexpr char kSemanticTarget[] = "semantic";
+
 struct Batch {
   // [N, 3, H, W] float, normalised; images smaller than the batch are padded bottom and right.
   at::Tensor images;
@@ -40,6 +43,13 @@ struct Batch {
   std::vector<std::map<std::string, at::Tensor>> instances;
   // The samples' annotations (images released), for losses that need lists and for evaluation.
   std::vector<Sample> samples;
+
+  // targets[name], checked to have `sizes` (the [N, H, W] the caller's outputs have). A missing
+  // target or another shape throws c10::Error starting with `who` (e.g. "DBNet::Losses"):
+  // "<who>: the batch has no target '<name>' (it has: a, b); <hint>", where `hint` says what
+  // supplies the target (the model's target generator, a dataset with label maps).
+  const at::Tensor& Target(const std::string& name, c10::IntArrayRef sizes,
+                           const std::string& who, const std::string& hint) const;
 
   // Moves every tensor to `device`. Copies from pinned host memory (the loader pins batches
   // for CUDA devices) do not block the host. image_sizes stays on the host.

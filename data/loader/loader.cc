@@ -29,9 +29,6 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Batch::targets' name of the samples' label maps.
-constexpr char kSemantic[] = "semantic";
-
 std::string SampleName(const core::Sample& sample, int64_t index) {
   if (!sample.image_path.empty()) return sample.image_path;
   if (!sample.id.empty()) return sample.id;
@@ -178,9 +175,9 @@ absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples,
           s.semantic.empty() ? "has one" : "has none", "; a dataset must give every sample one or none"));
     }
     if (!s.semantic.empty()) {
-      if (s.targets.count(kSemantic) > 0) {
+      if (s.targets.count(core::kSemanticTarget) > 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            SampleName(s, i), ": the target generator made a map named '", kSemantic,
+            SampleName(s, i), ": the target generator made a map named '", core::kSemanticTarget,
             "', the name of the label map; rename it"));
       }
       if (s.semantic.type() != CV_8U || s.semantic.rows != s.image.rows ||
@@ -190,11 +187,11 @@ absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples,
             s.image.cols, "x", s.image.rows, "), got type ", s.semantic.type(), " and ",
             s.semantic.cols, "x", s.semantic.rows));
       }
-      s.targets[kSemantic] = s.semantic;
+      s.targets[core::kSemanticTarget] = s.semantic;
     }
   }
   auto pad_value = [&](const std::string& name) -> float {
-    if (name == kSemantic) return core::kIgnoreLabel;
+    if (name == core::kSemanticTarget) return core::kIgnoreLabel;
     return options.targets != nullptr ? options.targets->PadValue(name) : 0.0f;
   };
   // Whether some image or map is smaller than the batch, which is then padded.

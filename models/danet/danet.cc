@@ -148,20 +148,13 @@ DANetOutput DANet::Forward(const at::Tensor& images, bool all_outputs) {
 }
 
 std::map<std::string, at::Tensor> DANet::Losses(const core::Batch& batch) {
-  const auto it = batch.targets.find("semantic");
-  if (it == batch.targets.end()) {
-    std::vector<std::string> present;
-    for (const auto& [key, value] : batch.targets) present.push_back(key);
-    TORCH_CHECK(false, "DANet::Losses: the batch has no label maps (targets[\"semantic\"]; it has: ",
-                absl::StrJoin(present, ", "), "); use a dataset that gives label maps");
-  }
-  const at::Tensor& target = it->second;
   const at::Tensor& images = batch.images;
-  TORCH_CHECK(target.dim() == 3 && target.size(0) == images.size(0) &&
-                  target.size(1) == images.size(2) && target.size(2) == images.size(3),
-              "DANet::Losses: label maps have shape ", target.sizes(), ", expected [N, H, W] = [",
-              images.size(0), ", ", images.size(2), ", ", images.size(3), "] (the images')");
-  const at::Tensor labels = target.to(images.device()).to(at::kLong);
+  const at::Tensor labels =
+      batch
+          .Target(core::kSemanticTarget, {images.size(0), images.size(2), images.size(3)},
+                  "DANet::Losses", "the dataset gives no label maps; use one that does")
+          .to(images.device())
+          .to(at::kLong);
   const DANetOutput out = Forward(images, /*all_outputs=*/true);
   std::map<std::string, at::Tensor> losses = {
       {"loss_fused", config_.fused_loss_weight * CrossEntropy(out.fused, labels)},

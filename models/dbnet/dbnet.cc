@@ -22,19 +22,9 @@ absl::Status FieldError(const std::string& field, const std::string& problem) {
 }
 
 at::Tensor Target(const core::Batch& batch, const char* name, const at::Tensor& like) {
-  auto it = batch.targets.find(name);
-  if (it == batch.targets.end()) {
-    std::vector<std::string> present;
-    for (const auto& [key, value] : batch.targets) present.push_back(key);
-    TORCH_CHECK(false, "DBNet::Losses: the batch has no target '", name,
-                "' (it has: ", absl::StrJoin(present, ", "),
-                "); the loader must run the generator from DBNet's MakeTargetGenerator()");
-  }
-  const at::Tensor& target = it->second;
-  TORCH_CHECK(target.dim() == 3 && target.size(0) == like.size(0) &&
-                  target.size(1) == like.size(1) && target.size(2) == like.size(2),
-              "DBNet::Losses: target '", name, "' has shape ", target.sizes(),
-              ", expected [N, H, W] = ", like.sizes(), " (the images' batch size and size)");
+  const at::Tensor& target =
+      batch.Target(name, like.sizes(), "DBNet::Losses",
+                   "the loader must run the generator from DBNet's MakeTargetGenerator()");
   // The binary maps arrive as bytes (label_generator.h): moved first and converted on the
   // model's device, so a host-to-GPU copy moves a quarter of the data (a single
   // to(device, kFloat) would convert on the host).

@@ -31,12 +31,13 @@ at::Tensor ToySegmenter::SegmentationLogits(const at::Tensor& images) {
 }
 
 std::map<std::string, at::Tensor> ToySegmenter::Losses(const core::Batch& batch) {
-  auto it = batch.targets.find("semantic");
-  TORCH_CHECK(it != batch.targets.end(),
-              "ToySegmenter needs label maps: the dataset gives none (Batch::targets[\"semantic\"])");
+  const at::Tensor& images = batch.images;
+  const at::Tensor& labels =
+      batch.Target(core::kSemanticTarget, {images.size(0), images.size(2), images.size(3)},
+                   "ToySegmenter::Losses", "the dataset gives no label maps; use one that does");
   // Padding carries the ignore label already, so it counts for nothing.
   const at::Tensor loss = F::cross_entropy(
-      SegmentationLogits(batch.images), it->second.to(at::kLong),
+      SegmentationLogits(images), labels.to(at::kLong),
       F::CrossEntropyFuncOptions().ignore_index(core::kIgnoreLabel));
   return {{"ce", loss}};
 }
