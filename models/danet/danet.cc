@@ -9,9 +9,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "core/backbone_builder.h"
 #include "core/status_macros.h"
-#include "core/status_util.h"
+#include "core/torch_guard.h"
 
 namespace vision::models::danet {
 namespace {
@@ -99,23 +99,17 @@ DANet::DANet(std::shared_ptr<core::Backbone> backbone, const DANetConfig& config
 
 absl::StatusOr<std::unique_ptr<DANet>> DANet::Create(const DANetOptions& options) {
   VISION_ASSIGN_OR_RETURN(const DANetConfig config, ConfigFromProto(options));
-  if (options.backbone().type().empty()) {
-    return FieldError("backbone",
-                      "required; the paper's is { type: \"ResNet101\" options { "
-                      "[type.googleapis.com/vision.models.backbones.ResNetOptions] { "
-                      "output_stride: 8 multi_grid: [1, 2, 4] } } }");
-  }
-  const std::string& type = options.backbone().type();
-  VISION_ASSIGN_OR_RETURN(
-      std::unique_ptr<core::Backbone> backbone,
-      core::WithContext("DANetOptions.backbone",
-                        core::BackboneRegistry::Get().Create(type, options.backbone().options())));
+  core::BackboneNeeds needs;
+  needs.field = "DANetOptions.backbone";
+  needs.suggestion =
+      "the paper's is backbone { type: \"ResNet101\" options { "
+      "[type.googleapis.com/vision.models.backbones.ResNetOptions] { "
+      "output_stride: 8 multi_grid: [1, 2, 4] } } }";
+  needs.levels = 4;
+  needs.requirement = "DANet reads the fourth level (head) and the third (auxiliary head)";
+  VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Backbone> backbone,
+                          core::BuildBackbone(options.backbone(), needs));
   const std::vector<int64_t> channels = backbone->OutChannels();
-  if (channels.size() != 4) {
-    return FieldError("backbone", absl::StrCat("DANet reads the fourth level (head) and the third "
-                                               "(auxiliary head); backbone '",
-                                               type, "' gives ", channels.size(), " levels"));
-  }
   const int64_t inter = config.head_channels > 0 ? config.head_channels : channels[3] / 4;
   if (inter < 1 || inter % config.attention_reduction != 0) {
     return FieldError("head_channels/attention_reduction",
@@ -123,12 +117,10 @@ absl::StatusOr<std::unique_ptr<DANet>> DANet::Create(const DANetOptions& options
                                    " channels must be a positive multiple of attention_reduction ",
                                    config.attention_reduction, "; set head_channels to one"));
   }
-  try {
-    return std::make_unique<DANet>(std::shared_ptr<core::Backbone>(std::move(backbone)), config);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("DANet: building the network failed: ", e.what_without_backtrace()));
-  }
+  return core::GuardTorch("DANet: building the network",
+                          [&]() -> absl::StatusOr<std::unique_ptr<DANet>> {
+                            return std::make_unique<DANet>(std::move(backbone), config);
+                          });
 }
 
 DANetOutput DANet::Forward(const at::Tensor& images, bool all_outputs) {

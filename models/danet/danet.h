@@ -60,7 +60,7 @@ class DANet : public core::SegmentationModel {
   // `backbone` must give four levels; the head reads the last, the auxiliary head the third.
   DANet(std::shared_ptr<core::Backbone> backbone, const DANetConfig& config);
 
-  // Builds the backbone through the BackboneRegistry from options.backbone.
+  // Builds the backbone from options.backbone (required; core/backbone_builder.h).
   static absl::StatusOr<std::unique_ptr<DANet>> Create(const DANetOptions& options);
 
   // `all_outputs` false computes the fused logits only.

@@ -8,14 +8,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "core/backbone_builder.h"
 #include "core/status_macros.h"
-#include "core/status_util.h"
+#include "core/torch_guard.h"
 
 namespace vision::models::dbnet {
 namespace {
-
-constexpr char kDefaultBackbone[] = "ResNet18";
 
 absl::Status FieldError(const std::string& field, const std::string& problem) {
   return absl::InvalidArgumentError(absl::StrCat("DBNetOptions.", field, ": ", problem));
@@ -112,26 +110,18 @@ DBNet::DBNet(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config
 
 absl::StatusOr<std::unique_ptr<DBNet>> DBNet::Create(const DBNetOptions& options) {
   VISION_ASSIGN_OR_RETURN(const DBNetConfig config, ConfigFromProto(options));
-  const std::string type =
-      options.backbone().type().empty() ? kDefaultBackbone : options.backbone().type();
-  VISION_ASSIGN_OR_RETURN(
-      std::unique_ptr<core::Backbone> backbone,
-      core::WithContext("DBNetOptions.backbone",
-                        core::BackboneRegistry::Get().Create(type, options.backbone().options())));
-  const std::vector<int64_t> strides = backbone->Strides();
-  if (strides != std::vector<int64_t>{4, 8, 16, 32} || backbone->OutChannels().size() != 4) {
-    return FieldError("backbone",
-                      absl::StrCat("DBNet's FPN needs four levels at strides 4, 8, 16, 32; "
-                                   "backbone '",
-                                   type, "' gives strides [", absl::StrJoin(strides, ", "),
-                                   "]; configure it to output those four levels"));
-  }
-  try {
-    return std::make_unique<DBNet>(std::shared_ptr<core::Backbone>(std::move(backbone)), config);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("DBNet: building the network failed: ", e.what_without_backtrace()));
-  }
+  core::BackboneNeeds needs;
+  needs.field = "DBNetOptions.backbone";
+  needs.suggestion = "the paper's real-time DB-ResNet-18 is backbone { type: \"ResNet18\" }";
+  needs.levels = 4;
+  needs.strides = {4, 8, 16, 32};
+  needs.requirement = "DBNet's FPN needs four levels at strides 4, 8, 16, 32";
+  VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Backbone> backbone,
+                          core::BuildBackbone(options.backbone(), needs));
+  return core::GuardTorch("DBNet: building the network",
+                          [&]() -> absl::StatusOr<std::unique_ptr<DBNet>> {
+                            return std::make_unique<DBNet>(std::move(backbone), config);
+                          });
 }
 
 DBHeadOutput DBNet::Forward(const at::Tensor& images, bool with_threshold) {

@@ -46,8 +46,8 @@ class DBNet : public core::Model {
   // `backbone` must return four levels at strides 4, 8, 16, 32.
   DBNet(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config);
 
-  // Builds the backbone through the BackboneRegistry from options.backbone ("ResNet18" when
-  // unset) and checks its strides.
+  // Builds the backbone from options.backbone (required; core/backbone_builder.h) and checks
+  // its strides.
   static absl::StatusOr<std::unique_ptr<DBNet>> Create(const DBNetOptions& options);
 
   // Probability (and, when `with_threshold`, threshold and binary) maps, [N, 1, H, W].

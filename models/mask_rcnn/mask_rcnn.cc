@@ -13,10 +13,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/backbone_builder.h"
 #include "core/instance_targets.h"
 #include "core/run_length_mask.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
+#include "core/torch_guard.h"
 #include "models/backbones/resnet.pb.h"
 #include "models/ops/paste_masks.h"
 
@@ -25,8 +27,6 @@ namespace {
 
 using backbones::ImportReport;
 using backbones::StateDict;
-
-constexpr char kDefaultBackbone[] = "ResNet50";
 
 absl::Status FieldError(const std::string& field, const std::string& problem) {
   return absl::InvalidArgumentError(absl::StrCat("MaskRCNNOptions.", field, ": ", problem));
@@ -244,32 +244,23 @@ MaskRCNN::MaskRCNN(std::shared_ptr<core::Backbone> body, const MaskRcnnConfig& c
 
 absl::StatusOr<std::unique_ptr<MaskRCNN>> MaskRCNN::Create(const MaskRCNNOptions& options) {
   VISION_ASSIGN_OR_RETURN(const MaskRcnnConfig config, ConfigFromProto(options));
-  std::string type = options.backbone().type();
-  google::protobuf::Any backbone_options = options.backbone().options();
-  if (type.empty()) {
-    type = kDefaultBackbone;
-    backbones::ResNetOptions resnet;
-    resnet.set_frozen_batchnorm(true);
-    resnet.set_frozen_stages(1);
-    backbone_options.PackFrom(resnet);
-  }
-  VISION_ASSIGN_OR_RETURN(
-      std::unique_ptr<core::Backbone> body,
-      core::WithContext("MaskRCNNOptions.backbone",
-                        core::BackboneRegistry::Get().Create(type, backbone_options)));
-  const std::vector<int64_t> strides = body->Strides();
-  if (strides != std::vector<int64_t>{4, 8, 16, 32}) {
-    return FieldError("backbone",
-                      absl::StrCat("the FPN needs C2..C5 at strides 4, 8, 16, 32; backbone '", type,
-                                   "' gives strides [", absl::StrJoin(strides, ", "), "]"));
-  }
-  std::unique_ptr<MaskRCNN> model;
-  try {
-    model = std::make_unique<MaskRCNN>(std::shared_ptr<core::Backbone>(std::move(body)), config);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("MaskRCNN: building the network failed: ", e.what_without_backtrace()));
-  }
+  core::BackboneNeeds needs;
+  needs.field = "MaskRCNNOptions.backbone";
+  needs.suggestion =
+      "torchvision's maskrcnn_resnet50_fpn is backbone { type: \"ResNet50\" options { "
+      "[type.googleapis.com/vision.models.backbones.ResNetOptions] { frozen_batchnorm: true "
+      "frozen_stages: 1 } } }";
+  needs.levels = 4;
+  needs.strides = {4, 8, 16, 32};
+  needs.requirement = "the FPN needs C2..C5 at strides 4, 8, 16, 32";
+  VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Backbone> body,
+                          core::BuildBackbone(options.backbone(), needs));
+  VISION_ASSIGN_OR_RETURN(std::unique_ptr<MaskRCNN> model,
+                          core::GuardTorch("MaskRCNN: building the network",
+                                           [&]() -> absl::StatusOr<std::unique_ptr<MaskRCNN>> {
+                                             return std::make_unique<MaskRCNN>(std::move(body),
+                                                                               config);
+                                           }));
   if (options.has_weights_path()) {
     const std::string context =
         absl::StrCat("MaskRCNNOptions.weights_path '", options.weights_path(), "'");
@@ -299,6 +290,16 @@ absl::StatusOr<std::unique_ptr<MaskRCNN>> MaskRCNN::Create(const MaskRCNNOptions
     model->imported_weights_ += ")";
   }
   return model;
+}
+
+core::PluginSpec TorchvisionBackbone() {
+  core::PluginSpec spec;
+  spec.set_type("ResNet50");
+  backbones::ResNetOptions resnet;
+  resnet.set_frozen_batchnorm(true);
+  resnet.set_frozen_stages(1);
+  spec.mutable_options()->PackFrom(resnet);
+  return spec;
 }
 
 std::map<std::string, at::Tensor> MaskRCNN::LossesFor(

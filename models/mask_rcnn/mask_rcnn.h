@@ -57,6 +57,10 @@ class BackboneWithFpnImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BackboneWithFpn);
 
+// The backbone of torchvision's maskrcnn_resnet50_fpn, which its weight files hold: "ResNet50"
+// with frozen BatchNorm and the stem and layer1 frozen (trainable_layers = 3).
+core::PluginSpec TorchvisionBackbone();
+
 class MaskRCNN : public core::Model {
  public:
   static absl::StatusOr<std::unique_ptr<MaskRCNN>> Create(const MaskRCNNOptions& options);

@@ -63,6 +63,7 @@ int Run() {
   std::map<std::string, at::Tensor> c(case_dict->begin(), case_dict->end());
   MaskRCNNOptions options;
   options.set_num_classes(90);
+  *options.mutable_backbone() = TorchvisionBackbone();
   auto created = MaskRCNN::Create(options);
   if (!created.ok()) {
     std::fprintf(stderr, "%s\n", created.status().ToString().c_str());

@@ -40,6 +40,7 @@ class MaskRcnnParityTest : public ::testing::Test {
 
     MaskRCNNOptions options;
     options.set_num_classes(3);
+    *options.mutable_backbone() = TorchvisionBackbone();
     auto* rpn = options.mutable_rpn();
     rpn->set_pre_nms_top_n_train(kBig);
     rpn->set_pre_nms_top_n_test(kBig);
