@@ -1,5 +1,7 @@
 #include "engine/evaluation.h"
 
+#include <chrono>
+
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
@@ -72,11 +74,17 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
     while (true) {
       VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> batch, loader.Next());
       if (!batch.has_value()) break;
+      const auto predict_start = std::chrono::steady_clock::now();
       batch->To(job.device);
       std::vector<core::Sample> predictions =
           segmentation_model != nullptr
               ? PredictSegmentation(*segmentation_model, *batch, segmentation_options)
               : job.model->Predict(*batch);
+      if (job.on_batch_predicted) {
+        job.on_batch_predicted(*batch, std::chrono::duration<double>(
+                                           std::chrono::steady_clock::now() - predict_start)
+                                           .count());
+      }
       for (size_t i = 0; i < predictions.size(); ++i) {
         const core::Sample& truth = *batch->samples[i].ground_truth;
         if (job.evaluator != nullptr) {

@@ -38,6 +38,9 @@ struct EvaluationJob {
   // Called for every sample with its prediction (original-image coordinates) and ground truth.
   std::function<absl::Status(const core::Sample& prediction, const core::Sample& truth)>
       on_prediction;
+  // Called after each batch's predictions with the wall time of moving the batch to the device
+  // and predicting (predictions reach the host, so on CUDA it includes the kernels).
+  std::function<void(const core::Batch& batch, double seconds)> on_batch_predicted;
   // When set (and an evaluator is given), the evaluator writes its result files here
   // (core::Evaluator::WriteResult on every rank, WriteMergedResults on rank 0).
   std::string results_dir;

@@ -28,10 +28,32 @@ tools/eval --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
 expect_grep "hmean" "${TEST_TMPDIR}/eval.log"
 test -f "${TEST_TMPDIR}/eval/res_img_1.txt"
 test -f "${TEST_TMPDIR}/eval/img_1.png"
-tools/infer --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
-  --images=testdata/icdar2015/ch4_training_images --output_dir="${TEST_TMPDIR}/infer"
+# Low thresholds, so that the 3-step model finds texts to write and draw.
+low='model { options { [type.googleapis.com/vision.models.dbnet.DBNetOptions] {
+  post_process { binary_threshold: 0.05 box_threshold: 0.05 } } } }'
+tools/infer --config="${config}" --checkpoint="${out}/checkpoint_3.pt" --override="${low}" \
+  --images=testdata/icdar2015/ch4_training_images --output_dir="${TEST_TMPDIR}/infer" \
+  | tee "${TEST_TMPDIR}/infer.log"
+expect_grep -E "^  texts: [1-9]" "${TEST_TMPDIR}/infer.log"
 expect_eq "3" "$(ls "${TEST_TMPDIR}"/infer/res_img_*.txt | wc -l)" "files ${TEST_TMPDIR}/infer/res_img_*.txt"
 expect_eq "3" "$(ls "${TEST_TMPDIR}"/infer/img_*.png | wc -l)" "files ${TEST_TMPDIR}/infer/img_*.png"
+# Inference sharded over two processes: each image once, the same files byte for byte, one
+# summary over both processes' images; --benchmark's figures.
+tools/launch --nproc_per_node=2 --master_port=0 -- tools/infer --config="${config}" \
+  --checkpoint="${out}/checkpoint_3.pt" --override="${low}" \
+  --images=testdata/icdar2015/ch4_training_images --output_dir="${TEST_TMPDIR}/infer2" --benchmark 2>&1 | tee "${TEST_TMPDIR}/infer2.log"
+expect_eq "$(cd "${TEST_TMPDIR}/infer" && ls)" "$(cd "${TEST_TMPDIR}/infer2" && ls)" \
+  "files of 2-process inference against 1-process"
+for f in "${TEST_TMPDIR}"/infer/*; do
+  cmp "${f}" "${TEST_TMPDIR}/infer2/$(basename "${f}")" || fail "$(basename "${f}") differs between 1 and 2 processes"
+done
+expect_grep -x "\[rank 0\]:   3 images" "${TEST_TMPDIR}/infer2.log"
+expect_eq "$(grep -E "^  texts: " "${TEST_TMPDIR}/infer.log")" \
+  "$(sed -n 's/^\[rank 0\]: //p' "${TEST_TMPDIR}/infer2.log" | grep -E "^  texts: ")" \
+  "texts found by 1 and by 2 processes"
+expect_grep "(2 processes)" "${TEST_TMPDIR}/infer2.log"
+# 3 images over 2 processes: 2 + 1, the first of each a warm-up, so 1 timed image.
+expect_grep -E "benchmark: 1 images after a warm-up of one per process, [0-9.]+ images/s over 2 processes .* median [0-9.]+ ms, p95 [0-9.]+ ms" "${TEST_TMPDIR}/infer2.log"
 # The same run over the shared-memory backend with the timeline on: every rank writes a trace.
 shm_out="${TEST_TMPDIR}/dbnet_shm"
 tools/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \
