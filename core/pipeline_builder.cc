@@ -1,5 +1,7 @@
 #include "core/pipeline_builder.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -100,16 +102,25 @@ absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(
   return augmentations;
 }
 
-absl::StatusOr<std::unique_ptr<Optimizer>> BuildOptimizer(const OptimizerConfig& config,
-                                                          const Model& model,
-                                                          int64_t global_batch_size,
-                                                          c10::DeviceType device_type) {
+absl::StatusOr<std::unique_ptr<Optimizer>> BuildOptimizer(
+    const OptimizerConfig& config, const Model& model, int64_t global_batch_size,
+    c10::DeviceType device_type, std::vector<ParamGroupSummary>* groups) {
   const double lr =
       ScaledLearningRate(config.lr(), global_batch_size, config.reference_batch_size());
+  std::vector<ParamGroupSpec> specs = MakeParamGroups(model, config, lr);
+  if (groups != nullptr) {
+    groups->clear();
+    for (const ParamGroupSpec& spec : specs) {
+      ParamGroupSummary summary{spec.name, static_cast<int64_t>(spec.params.size()), 0, spec.lr,
+                                spec.weight_decay};
+      for (const at::Tensor& t : spec.params) summary.values += t.numel();
+      groups->push_back(std::move(summary));
+    }
+  }
   return WithContext<std::unique_ptr<Optimizer>>("optimizer", [&] {
     return OptimizerRegistry::Get().Create(
         config.type(), config.options(),
-        OptimizerSpec{MakeParamGroups(model, config, lr), config.implementation(), device_type});
+        OptimizerSpec{std::move(specs), config.implementation(), device_type});
   });
 }
 
@@ -160,7 +171,8 @@ absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int wo
   const c10::DeviceType device_type =
       absl::StartsWith(config.device(), "cuda") ? c10::kCUDA : c10::kCPU;
   VISION_ASSIGN_OR_RETURN(p.optimizer, BuildOptimizer(config.optimizer(), *p.model,
-                                                      p.global_batch_size, device_type));
+                                                      p.global_batch_size, device_type,
+                                                      &p.param_groups));
   VISION_ASSIGN_OR_RETURN(p.lr_schedule, BuildLrSchedule(config.lr_schedule()));
   VISION_ASSIGN_OR_RETURN(p.comm_strategy, BuildCommStrategy(config.distributed()));
   VISION_ASSIGN_OR_RETURN(p.evaluator, BuildEvaluator(config.evaluation()));
@@ -248,6 +260,71 @@ std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& 
                                   config.mixed_precision().enabled()
                                       ? MixedPrecisionConfig::Dtype_Name(config.mixed_precision().dtype())
                                       : std::string("off")));
+  return absl::StrJoin(lines, "\n");
+}
+
+std::string DescribeEffectiveRecipe(const TrainPipelineConfig& config, const Pipeline& p,
+                                    int world_size, int64_t total_steps) {
+  const OptimizerConfig& opt = config.optimizer();
+  const int per_process = config.train_data().loader().batch_size();
+  const int accumulation = config.train().gradient_accumulation_steps();
+  std::vector<std::string> lines;
+  std::string lr_line = absl::StrFormat("lr %g", opt.lr());
+  if (opt.has_reference_batch_size()) {
+    absl::StrAppend(&lr_line, absl::StrFormat(
+        " x %d/%d = %g (linear scaling rule: global batch / optimizer.reference_batch_size)",
+        p.global_batch_size, opt.reference_batch_size(), p.scaled_lr));
+  } else {
+    absl::StrAppend(&lr_line, " (not scaled: optimizer.reference_batch_size is not set)");
+  }
+  lines.push_back(absl::StrFormat(
+      "recipe at %d process%s: global batch %d = %d per process x %d process%s x %d "
+      "accumulation step%s; %s",
+      world_size, world_size == 1 ? "" : "es", p.global_batch_size, per_process, world_size,
+      world_size == 1 ? "" : "es", accumulation, accumulation == 1 ? "" : "s", lr_line));
+
+  // The schedule in steps, read off the schedule itself (whatever its kind): warmup, the steps
+  // where a flat stretch drops (step schedules), and the rate along the way.
+  if (p.lr_schedule != nullptr && total_steps > 0) {
+    const int64_t warmup = std::min<int64_t>(config.lr_schedule().warmup_steps(), total_steps);
+    std::vector<double> factor(total_steps);
+    for (int64_t s = 0; s < total_steps; ++s) factor[s] = p.lr_schedule->Factor(s, total_steps);
+    std::vector<std::string> parts;
+    if (warmup > 0) {
+      parts.push_back(absl::StrFormat("warmup steps 1-%d from %g", warmup,
+                                      p.scaled_lr * factor[0]));
+    }
+    std::vector<std::string> drops;
+    for (int64_t s = std::max<int64_t>(warmup + 2, 2); s < total_steps; ++s) {
+      if (factor[s - 1] == factor[s - 2] && factor[s] < factor[s - 1] * 0.999) {
+        if (drops.size() == 8) {
+          drops.push_back("...");
+          break;
+        }
+        drops.push_back(absl::StrFormat("%d (x%.3g)", s, factor[s] / factor[s - 1]));
+      }
+    }
+    if (!drops.empty()) parts.push_back(absl::StrCat("drops after steps ", absl::StrJoin(drops, ", ")));
+    std::vector<std::string> along;
+    for (const auto& [name, fraction] :
+         {std::pair<const char*, double>{"25%", 0.25}, {"50%", 0.5}, {"75%", 0.75}}) {
+      const int64_t s = std::clamp<int64_t>(static_cast<int64_t>(fraction * total_steps), 1,
+                                            total_steps) - 1;
+      along.push_back(absl::StrFormat("%s (step %d) %g", name, s + 1, p.scaled_lr * factor[s]));
+    }
+    along.push_back(absl::StrFormat("last (step %d) %g", total_steps,
+                                    p.scaled_lr * factor[total_steps - 1]));
+    parts.push_back(absl::StrCat("lr at ", absl::StrJoin(along, ", ")));
+    lines.push_back(absl::StrFormat("  %s over %d steps: %s", config.lr_schedule().type(),
+                                    total_steps, absl::StrJoin(parts, "; ")));
+  }
+  std::vector<std::string> groups;
+  for (const ParamGroupSummary& g : p.param_groups) {
+    groups.push_back(absl::StrFormat("%s (%d tensors, %d values): lr %g, weight decay %g", g.name,
+                                     g.tensors, g.values, g.lr, g.weight_decay));
+  }
+  lines.push_back(absl::StrCat("  parameter groups:",
+                               groups.empty() ? " (none)" : "\n    " + absl::StrJoin(groups, "\n    ")));
   return absl::StrJoin(lines, "\n");
 }
 

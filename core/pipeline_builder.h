@@ -36,10 +36,17 @@ absl::StatusOr<std::vector<std::unique_ptr<Augmentation>>> BuildAugmentations(
 // Parameter groups (core/param_groups.h) with the learning rate scaled by the linear scaling
 // rule for `global_batch_size` images per optimizer step, for parameters that will be trained
 // on `device_type`.
-absl::StatusOr<std::unique_ptr<Optimizer>> BuildOptimizer(const OptimizerConfig& config,
-                                                          const Model& model,
-                                                          int64_t global_batch_size,
-                                                          c10::DeviceType device_type);
+// When `groups` is given, it receives what each group holds and its rate and decay.
+struct ParamGroupSummary {
+  std::string name;  // "decay", "no_decay", "backbone_decay", "backbone_no_decay"
+  int64_t tensors = 0;
+  int64_t values = 0;
+  double lr = 0;  // the scaled base rate of the group (before the schedule)
+  double weight_decay = 0;
+};
+absl::StatusOr<std::unique_ptr<Optimizer>> BuildOptimizer(
+    const OptimizerConfig& config, const Model& model, int64_t global_batch_size,
+    c10::DeviceType device_type, std::vector<ParamGroupSummary>* groups = nullptr);
 
 // The configured schedule with its warmup (core/lr_warmup.h).
 absl::StatusOr<std::unique_ptr<LrSchedule>> BuildLrSchedule(const LrScheduleConfig& config);
@@ -70,6 +77,7 @@ struct Pipeline {
   std::vector<std::unique_ptr<Hook>> hooks;     // the config's `hooks`, in order
   int64_t global_batch_size = 0;
   double scaled_lr = 0;
+  std::vector<ParamGroupSummary> param_groups;  // the optimizer's groups, in its order
 };
 
 // Builds all components for a job of `world_size` processes, checks that the datasets, model
@@ -80,6 +88,14 @@ absl::StatusOr<Pipeline> BuildPipeline(const TrainPipelineConfig& config, int wo
 // One line per role: "model: DBNet (12.3M parameters; trains on text polygons, ...)",
 // "train data annotations: object instances, 80 classes: ...", "optimizer: SGD, lr 0.007 ...".
 std::string DescribePipeline(const TrainPipelineConfig& config, const Pipeline& pipeline);
+
+// The recipe as it runs at `world_size` processes for `total_steps` optimizer steps, printed
+// when training starts: the global batch and how it is made, the learning rate scaled by the
+// linear scaling rule against optimizer.reference_batch_size, the schedule in steps (warmup,
+// the steps where a step schedule drops, the rate at 25/50/75% and at the last step), and each
+// parameter group's rate and weight decay. E.g. "recipe at 4 processes: global batch 16 = ...".
+std::string DescribeEffectiveRecipe(const TrainPipelineConfig& config, const Pipeline& pipeline,
+                                    int world_size, int64_t total_steps);
 
 }  // namespace vision::core
 

@@ -530,6 +530,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   Print(absl::StrFormat("training %d steps (%d batches of %d per rank and epoch, %d ranks, global batch %d)",
                         total_steps_, batches_per_epoch_, config_.train_data().loader().batch_size(),
                         collectives_.world_size(), p_.global_batch_size));
+  Print(core::DescribeEffectiveRecipe(config_, p_, collectives_.world_size(), total_steps_));
   VISION_RETURN_IF_ERROR(CallHooks([&](core::Hook& h) { return h.BeforeTrain(*this); }));
   while (state_.step < total_steps_ && !stop_requested()) {
     VISION_RETURN_IF_ERROR(CallHooks([&](core::Hook& h) { return h.BeforeStep(*this); }));

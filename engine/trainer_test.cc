@@ -333,5 +333,29 @@ TEST(TrainerTest, EarlyStoppingResumesItsCount) {
   ExpectBitwiseEqual(straight, resumed);
 }
 
+// What a run prints when it starts: the recipe as it runs at this world size.
+TEST(TrainerTest, TheEffectiveRecipeStatesBatchScaledLrScheduleAndGroups) {
+  const core::TrainPipelineConfig config = Config(
+      TempDir("recipe"),
+      "optimizer { reference_batch_size: 16 weight_decay: 0.0001 }"
+      " lr_schedule { type: \"MultiStep\" options {"
+      " [type.googleapis.com/vision.engine.schedules.MultiStepOptions] { milestones: [5, 7] } } }");
+  absl::StatusOr<core::Pipeline> pipeline = core::BuildPipeline(config, /*world_size=*/2);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  const std::string recipe = core::DescribeEffectiveRecipe(config, *pipeline, 2, 8);
+  EXPECT_THAT(recipe, HasSubstr("recipe at 2 processes: global batch 8 = 4 per process x 2 "
+                                "processes x 1 accumulation step; lr 0.05 x 8/16 = 0.025 "
+                                "(linear scaling rule"));
+  // Warmup from 0.001 x 0.025 over steps 1-2; gamma 0.1 after 5 and after 7 steps.
+  EXPECT_THAT(recipe, HasSubstr("MultiStep over 8 steps: warmup steps 1-2 from 2.5e-05; drops "
+                                "after steps 5 (x0.1), 7 (x0.1); lr at 25% (step 2) "));
+  EXPECT_THAT(recipe, HasSubstr("75% (step 6) 0.0025, last (step 8) 0.00025"));
+  // Norm weights and biases without decay (no_weight_decay_on_norm_and_bias), the rest with.
+  EXPECT_THAT(recipe, ::testing::MatchesRegex(
+                          ".*parameter groups:\n    decay \\([0-9]+ tensors, [0-9]+ values\\): lr "
+                          "0.025, weight decay 0.0001\n    no_decay \\([0-9]+ tensors, [0-9]+ "
+                          "values\\): lr 0.025, weight decay 0"));
+}
+
 }  // namespace
 }  // namespace vision::engine
