@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "core/palette.h"
 #include "core/run_length_mask.h"
 #include "core/status_macros.h"
 
@@ -44,11 +45,11 @@ cv::Mat ObjectMask(const core::ObjectInstance& object, const cv::Size& size) {
 
 void BlendLabelMap(const cv::Mat& labels, cv::Mat* image) {
   if (labels.size() != image->size()) return;
-  cv::addWeighted(*image, 0.5, ColourLabelMap(labels), 0.5, 0, *image);
+  cv::addWeighted(*image, 0.5, core::ColourLabelMap(labels), 0.5, 0, *image);
 }
 
 void DrawObject(const core::ObjectInstance& o, const DrawOptions& options, cv::Mat* image) {
-  const cv::Scalar colour = options.colour.value_or(o.is_crowd ? kGrey : ClassColour(o.label));
+  const cv::Scalar colour = options.colour.value_or(o.is_crowd ? kGrey : core::ClassColour(o.label));
   if (options.fill) {
     const cv::Mat mask = ObjectMask(o, image->size());
     cv::Mat tinted = image->clone();
@@ -81,31 +82,6 @@ cv::Mat Displayable(const cv::Mat& image) {
   cv::merge(channels, rgb);
   cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
   return bgr;
-}
-
-cv::Scalar ClassColour(int label) {
-  cv::Mat hsv(1, 1, CV_8UC3, cv::Scalar((label * 137) % 180, 220, 255)), bgr;
-  cv::cvtColor(hsv, bgr, cv::COLOR_HSV2BGR);
-  const cv::Vec3b c = bgr.at<cv::Vec3b>(0, 0);
-  return cv::Scalar(c[0], c[1], c[2]);
-}
-
-cv::Mat ColourLabelMap(const cv::Mat& labels,
-                       const std::vector<std::array<uint8_t, 3>>& palette_rgb) {
-  cv::Mat lut(1, 256, CV_8UC3, cv::Scalar(0, 0, 0));  // 255 (ignore) black
-  for (int id = 0; id < 255; ++id) {
-    if (id < static_cast<int>(palette_rgb.size())) {
-      const std::array<uint8_t, 3>& rgb = palette_rgb[id];
-      lut.at<cv::Vec3b>(0, id) = cv::Vec3b(rgb[2], rgb[1], rgb[0]);
-    } else {
-      const cv::Scalar c = ClassColour(id);
-      lut.at<cv::Vec3b>(0, id) = cv::Vec3b(c[0], c[1], c[2]);
-    }
-  }
-  cv::Mat ids3, coloured;
-  cv::cvtColor(labels, ids3, cv::COLOR_GRAY2BGR);
-  cv::LUT(ids3, lut, coloured);
-  return coloured;
 }
 
 void DrawAnnotations(const core::Sample& sample, const DrawOptions& options, cv::Mat* image) {

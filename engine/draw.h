@@ -1,16 +1,13 @@
 // The one drawing library: every task's annotations and predictions drawn the same way, for
 // TensorBoard images, the eval and infer tools and inspect_data. Texts are polygons (don't-care
 // in grey); objects get their mask tinted, box and label (crowd regions hatched grey); label
-// maps are blended in a colour per class.
+// maps are blended in a colour per class (core/palette.h).
 #ifndef VISION_ENGINE_DRAW_H_
 #define VISION_ENGINE_DRAW_H_
 
-#include <array>
-#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include <opencv2/core.hpp>
 
@@ -23,15 +20,6 @@ namespace vision::engine {
 // 8-bit BGR for display: decoded images as they are; normalised float (RGB) images stretched
 // per channel to 0..255.
 cv::Mat Displayable(const cv::Mat& image);
-
-// A distinct, stable colour per class label (golden-angle hue steps).
-cv::Scalar ClassColour(int label);
-
-// A label map (HxW 8-bit labels) in colour, 8-bit BGR: label i in palette_rgb[i] (RGB, as
-// formats publish their palettes, e.g. DatasetMetadata::class_colours), labels beyond the
-// palette in ClassColour, the ignore label 255 black.
-cv::Mat ColourLabelMap(const cv::Mat& labels,
-                       const std::vector<std::array<uint8_t, 3>>& palette_rgb = {});
 
 struct DrawOptions {
   // One colour for every annotation (ground truth red, predictions green); unset: a colour

@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "engine/draw.h"
+#include "core/palette.h"
 
 namespace vision::evaluation::semantic_segmentation {
 namespace {
@@ -401,7 +401,7 @@ absl::Status SemanticSegmentationEvaluator::WriteResult(const core::Sample& pred
   const std::filesystem::path folder = image.parent_path().filename();
   for (const auto& [subdir, map] :
        {std::pair<const char*, cv::Mat>{format_ids ? "labelIds" : "trainIds", ids},
-        {"color", engine::ColourLabelMap(prediction.semantic, metadata_.class_colours)}}) {
+        {"color", core::ColourLabelMap(prediction.semantic, metadata_.class_colours)}}) {
     const std::filesystem::path out_dir = std::filesystem::path(dir) / subdir / folder;
     std::error_code error;
     std::filesystem::create_directories(out_dir, error);
