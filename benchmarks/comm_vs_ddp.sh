@@ -16,7 +16,7 @@
 #   pair (and for no communication), the median of the N per-round ratios ours/DDP with their
 #   min-max and a bootstrap 90% interval of that median.
 # --malloc: shipped (default): ours keeps freed host memory as //tools:train does
-#   (engine/host_memory.h), DDP with glibc's defaults, as PyTorch comes; defaults: both with
+#   (core/host_memory.h), DDP with glibc's defaults, as PyTorch comes; defaults: both with
 #   glibc's defaults; retain: both keep freed memory (DDP through MALLOC_*_ variables). The
 #   "faults" line shows what the allocator costs: page faults per step of no communication.
 # --op_table: also profiles two no-communication steps of each side at world 1 (Kineto,

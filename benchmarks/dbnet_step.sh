@@ -3,7 +3,7 @@
 # network written in Python PyTorch, in one command:
 #   bash benchmarks/dbnet_step.sh [--size=640 --batch=2 --steps=3]
 # Prints three comparisons: as shipped (our trainer keeps freed host memory for reuse,
-# engine/host_memory.h; Python with glibc's defaults), both with glibc's defaults, and both
+# core/host_memory.h; Python with glibc's defaults), both with glibc's defaults, and both
 # keeping freed memory (Python through MALLOC_*_ environment variables).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -14,7 +14,7 @@ args=(--size=640 --batch=2 --steps=3 "$@")
 echo "config: DBNet-ResNet-18, inner channels 256, ${args[*]}, 1 intra-op thread"
 bin="$(bazel info -c opt bazel-bin)/models/dbnet/activation_memory_benchmark"
 step() { sed -n 's/.*step \([0-9.]*\) s.*/\1/p'; }
-# Ours as //tools:train runs (freed host memory kept for reuse, engine/host_memory.h) and with
+# Ours as //tools:train runs (freed host memory kept for reuse, core/host_memory.h) and with
 # glibc's defaults; Python as it comes, and with the same malloc settings through the
 # environment, so the difference the allocator makes is visible on both sides.
 ours=$("${bin}" "${args[@]}" | step)

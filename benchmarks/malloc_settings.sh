@@ -1,7 +1,7 @@
 # Sourced by the communication benchmarks (comm_vs_ddp.sh, comm_two_nodes.sh): sets the
 # allocator of both sides from --malloc=shipped|defaults|retain, in two arrays,
 #   ours_malloc: flags for comm_benchmark, peer_malloc: environment for the Python peer.
-# shipped: ours keeps freed host memory as //tools:train does (engine/host_memory.h), the peer
+# shipped: ours keeps freed host memory as //tools:train does (core/host_memory.h), the peer
 #   with glibc's defaults, as PyTorch comes; defaults: both with glibc's defaults; retain: both
 #   keep freed memory (the peer through MALLOC_*_ variables). defaults and retain are like for
 #   like.

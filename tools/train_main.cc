@@ -17,6 +17,7 @@
 #include "core/dataset.h"
 #include "core/evaluator.h"
 #include "core/hook.h"
+#include "core/host_memory.h"
 #include "core/lr_schedule.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -26,7 +27,6 @@
 #include "distributed/env/distributed_env.h"
 #include "distributed/runtime/runtime.h"
 #include "engine/device.h"
-#include "engine/host_memory.h"
 #include "engine/trainer.h"
 #include "tools/flags_util.h"
 
@@ -90,7 +90,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
     return absl::OkStatus();
   }
   if (absl::GetFlag(FLAGS_retain_host_memory)) {
-    const std::string memory = engine::RetainFreedHostMemory();
+    const std::string memory = core::RetainFreedHostMemory();
     if (env.rank == 0) std::printf("%s\n", memory.c_str());
   }
   // Before joining: a device this build or machine cannot use stops every rank at once, and

@@ -32,10 +32,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/config/loader.h"
+#include "core/host_memory.h"
 #include "core/pipeline_builder.h"
 #include "core/status_macros.h"
 #include "data/loader/loader.h"
-#include "engine/host_memory.h"
 
 ABSL_FLAG(std::string, config, "models/dbnet/configs/icdar2015_resnet18.pbtxt",
           "Pipeline config whose model, train_data augmentations and loader seed are used.");
@@ -45,7 +45,7 @@ ABSL_FLAG(std::vector<std::string>, threads, std::vector<std::string>({"1", "2",
           "Worker-thread counts to measure, in order.");
 ABSL_FLAG(int, batch, 8, "Images per batch.");
 ABSL_FLAG(bool, retain_host_memory, true,
-          "Keep freed host memory for reuse as //tools:train does (engine/host_memory.h).");
+          "Keep freed host memory for reuse as //tools:train does (core/host_memory.h).");
 ABSL_FLAG(int, epochs, 1, "Passes over the training images per thread count.");
 
 namespace vision::data {
@@ -73,7 +73,7 @@ absl::Status Run() {
     thread_counts.push_back(count);
   }
   at::set_num_threads(1);
-  if (absl::GetFlag(FLAGS_retain_host_memory)) engine::RetainFreedHostMemory();
+  if (absl::GetFlag(FLAGS_retain_host_memory)) core::RetainFreedHostMemory();
   cv::setNumThreads(0);
 
   const std::string root_override = absl::StrCat(

@@ -44,12 +44,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/host_memory.h"
 #include "core/profile_steps.h"
 #include "core/trace.h"
 #include "distributed/process_group/multiprocess_testing.h"
 #include "distributed/process_group/process_group.h"
 #include "distributed/strategies/strategies.h"
-#include "engine/host_memory.h"
 
 ABSL_FLAG(std::string, model, "small",
           "small: the ~1 M-parameter conv net below; resnet18: torchvision's ResNet-18 (11.7 M "
@@ -91,7 +91,7 @@ ABSL_FLAG(bool, communicate_at_world_one, false,
           "(BucketedOptions.communicate_at_world_one): on one GPU, NCCL's path and, with "
           "--trace_dir, whether its bucket all-reduces overlap backward");
 ABSL_FLAG(bool, retain_host_memory, true,
-          "keep freed host memory for reuse, as //tools:train does (engine/host_memory.h); false: "
+          "keep freed host memory for reuse, as //tools:train does (core/host_memory.h); false: "
           "glibc's malloc defaults, under which every step faults its activations in again");
 ABSL_FLAG(bool, list_parameters, false,
           "print the model's parameters and buffers (name, shape) and their element count, then "
@@ -506,7 +506,7 @@ int Main() {
   }
   // Before any rank is forked: every rank inherits the setting.
   const std::string host_memory = absl::GetFlag(FLAGS_retain_host_memory)
-                                      ? engine::RetainFreedHostMemory()
+                                      ? core::RetainFreedHostMemory()
                                       : "host memory: glibc's malloc defaults";
   std::cout << absl::GetFlag(FLAGS_model) << ", batch " << absl::GetFlag(FLAGS_batch) << " x 3 x "
             << absl::GetFlag(FLAGS_image_size) << "^2 per rank, " << absl::GetFlag(FLAGS_threads)

@@ -39,11 +39,11 @@
 #include "absl/strings/str_split.h"
 #include "core/batch.h"
 #include "core/config/pipeline.pb.h"
+#include "core/host_memory.h"
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "core/param_groups.h"
 #include "engine/autocast.h"
-#include "engine/host_memory.h"
 #include "engine/loss_scaler.h"
 #include "engine/optim/optim.pb.h"
 #include "models/dbnet/dbnet.pb.h"
@@ -53,7 +53,7 @@ ABSL_FLAG(int, batch, 2, "images per step");
 ABSL_FLAG(std::string, checkpoint, "", "comma-separated ResNet stages to checkpoint (layer1..4)");
 ABSL_FLAG(std::string, backbone, "ResNet18", "registered backbone");
 ABSL_FLAG(bool, retain_host_memory, true,
-          "Keep freed host memory for reuse as //tools:train does (engine/host_memory.h)");
+          "Keep freed host memory for reuse as //tools:train does (core/host_memory.h)");
 ABSL_FLAG(int, steps, 1, "timed training steps");
 ABSL_FLAG(int, warmup, 1,
           "untimed steps before the timed ones when --steps > 1 (allocator caches, cuDNN's "
@@ -242,7 +242,7 @@ void Profile(const c10::Device& device, int steps, double step_ms, Step step) {
 
 int Run() {
   at::set_num_threads(1);
-  if (absl::GetFlag(FLAGS_retain_host_memory)) engine::RetainFreedHostMemory();
+  if (absl::GetFlag(FLAGS_retain_host_memory)) core::RetainFreedHostMemory();
   absl::StatusOr<c10::Device> device = ParseDevice(absl::GetFlag(FLAGS_device));
   absl::StatusOr<AmpMode> amp = ParseAmp(absl::GetFlag(FLAGS_amp));
   const std::string optimizer_name = absl::GetFlag(FLAGS_optimizer);

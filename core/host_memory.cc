@@ -1,4 +1,4 @@
-#include "engine/host_memory.h"
+#include "core/host_memory.h"
 
 #include <cstdlib>
 #include <string>
@@ -7,7 +7,7 @@
 #include <malloc.h>
 #endif
 
-namespace vision::engine {
+namespace vision::core {
 
 std::string RetainFreedHostMemory() {
 #if defined(__GLIBC__)
@@ -28,4 +28,4 @@ std::string RetainFreedHostMemory() {
 #endif
 }
 
-}  // namespace vision::engine
+}  // namespace vision::core

@@ -1,4 +1,4 @@
-#include "engine/host_memory.h"
+#include "core/host_memory.h"
 
 #include <malloc.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace vision::engine {
+namespace vision::core {
 namespace {
 
 using ::testing::HasSubstr;
@@ -59,4 +59,4 @@ TEST(HostMemoryTest, LargeBlocksComeFromTheHeapUnlessTheUserTunedMalloc) {
 }
 
 }  // namespace
-}  // namespace vision::engine
+}  // namespace vision::core
