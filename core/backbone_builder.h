@@ -20,14 +20,14 @@ namespace vision::core {
 struct BackboneNeeds {
   // The options field, for errors: "DBNetOptions.backbone".
   std::string field;
-  // Shown when the backbone is missing: what to write, e.g. the paper's choice as text format.
-  std::string suggestion;
   // The levels the model reads (0: any number) and their strides (empty: any), fine to coarse.
   size_t levels = 0;
   std::vector<int64_t> strides;
   // Why, for the error when the backbone gives other levels: "DBNet's FPN needs four levels at
   // strides 4, 8, 16, 32".
   std::string requirement;
+  // Shown when the backbone is missing: what to write, e.g. the paper's choice as text format.
+  std::string suggestion;
 };
 
 // The registered backbone `spec.type` made from `spec.options`, checked against `needs`. Errors

@@ -33,6 +33,15 @@ at::Tensor CrossEntropy(const at::Tensor& logits, const at::Tensor& labels) {
                           F::CrossEntropyFuncOptions().ignore_index(core::kIgnoreLabel));
 }
 
+// What DANet asks of its backbone, and what to suggest when the config names none.
+core::BackboneNeeds BackboneRequirements() {
+  return {"DANetOptions.backbone", /*levels=*/4, /*strides=*/{},
+          "DANet reads the fourth level (head) and the third (auxiliary head)",
+          "the paper's is backbone { type: \"ResNet101\" options { "
+          "[type.googleapis.com/vision.models.backbones.ResNetOptions] { "
+          "output_stride: 8 multi_grid: [1, 2, 4] } } }"};
+}
+
 }  // namespace
 
 absl::StatusOr<DANetConfig> ConfigFromProto(const DANetOptions& options) {
@@ -99,16 +108,8 @@ DANet::DANet(std::shared_ptr<core::Backbone> backbone, const DANetConfig& config
 
 absl::StatusOr<std::unique_ptr<DANet>> DANet::Create(const DANetOptions& options) {
   VISION_ASSIGN_OR_RETURN(const DANetConfig config, ConfigFromProto(options));
-  core::BackboneNeeds needs;
-  needs.field = "DANetOptions.backbone";
-  needs.suggestion =
-      "the paper's is backbone { type: \"ResNet101\" options { "
-      "[type.googleapis.com/vision.models.backbones.ResNetOptions] { "
-      "output_stride: 8 multi_grid: [1, 2, 4] } } }";
-  needs.levels = 4;
-  needs.requirement = "DANet reads the fourth level (head) and the third (auxiliary head)";
   VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Backbone> backbone,
-                          core::BuildBackbone(options.backbone(), needs));
+                          core::BuildBackbone(options.backbone(), BackboneRequirements()));
   const std::vector<int64_t> channels = backbone->OutChannels();
   const int64_t inter = config.head_channels > 0 ? config.head_channels : channels[3] / 4;
   if (inter < 1 || inter % config.attention_reduction != 0) {

@@ -29,6 +29,13 @@ at::Tensor Target(const core::Batch& batch, const char* name, const at::Tensor& 
   return target.to(like.device()).to(at::kFloat);
 }
 
+// What DBNet asks of its backbone, and what to suggest when the config names none.
+core::BackboneNeeds BackboneRequirements() {
+  return {"DBNetOptions.backbone", /*levels=*/4, /*strides=*/{4, 8, 16, 32},
+          "DBNet's FPN needs four levels at strides 4, 8, 16, 32",
+          "the paper's real-time DB-ResNet-18 is backbone { type: \"ResNet18\" }"};
+}
+
 }  // namespace
 
 absl::StatusOr<DBNetConfig> ConfigFromProto(const DBNetOptions& options) {
@@ -110,14 +117,8 @@ DBNet::DBNet(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config
 
 absl::StatusOr<std::unique_ptr<DBNet>> DBNet::Create(const DBNetOptions& options) {
   VISION_ASSIGN_OR_RETURN(const DBNetConfig config, ConfigFromProto(options));
-  core::BackboneNeeds needs;
-  needs.field = "DBNetOptions.backbone";
-  needs.suggestion = "the paper's real-time DB-ResNet-18 is backbone { type: \"ResNet18\" }";
-  needs.levels = 4;
-  needs.strides = {4, 8, 16, 32};
-  needs.requirement = "DBNet's FPN needs four levels at strides 4, 8, 16, 32";
   VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Backbone> backbone,
-                          core::BuildBackbone(options.backbone(), needs));
+                          core::BuildBackbone(options.backbone(), BackboneRequirements()));
   return core::GuardTorch("DBNet: building the network",
                           [&]() -> absl::StatusOr<std::unique_ptr<DBNet>> {
                             return std::make_unique<DBNet>(std::move(backbone), config);

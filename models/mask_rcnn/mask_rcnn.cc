@@ -183,6 +183,15 @@ absl::StatusOr<RoiHeadsOptions> RoiHeadsFromProto(const MaskRCNNOptions::RoiHead
   return o;
 }
 
+// What Mask R-CNN asks of its backbone, and what to suggest when the config names none.
+core::BackboneNeeds BackboneRequirements() {
+  return {"MaskRCNNOptions.backbone", /*levels=*/4, /*strides=*/{4, 8, 16, 32},
+          "the FPN needs C2..C5 at strides 4, 8, 16, 32",
+          "torchvision's maskrcnn_resnet50_fpn is backbone { type: \"ResNet50\" options { "
+          "[type.googleapis.com/vision.models.backbones.ResNetOptions] { frozen_batchnorm: true "
+          "frozen_stages: 1 } } }"};
+}
+
 // "a.b.<index>.0.c" with a numeric <index>: returns the index and the rest ("c").
 bool SplitIndexed(const std::string& key, const std::string& prefix, int* index,
                   std::string* rest) {
@@ -244,17 +253,8 @@ MaskRCNN::MaskRCNN(std::shared_ptr<core::Backbone> body, const MaskRcnnConfig& c
 
 absl::StatusOr<std::unique_ptr<MaskRCNN>> MaskRCNN::Create(const MaskRCNNOptions& options) {
   VISION_ASSIGN_OR_RETURN(const MaskRcnnConfig config, ConfigFromProto(options));
-  core::BackboneNeeds needs;
-  needs.field = "MaskRCNNOptions.backbone";
-  needs.suggestion =
-      "torchvision's maskrcnn_resnet50_fpn is backbone { type: \"ResNet50\" options { "
-      "[type.googleapis.com/vision.models.backbones.ResNetOptions] { frozen_batchnorm: true "
-      "frozen_stages: 1 } } }";
-  needs.levels = 4;
-  needs.strides = {4, 8, 16, 32};
-  needs.requirement = "the FPN needs C2..C5 at strides 4, 8, 16, 32";
   VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Backbone> body,
-                          core::BuildBackbone(options.backbone(), needs));
+                          core::BuildBackbone(options.backbone(), BackboneRequirements()));
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<MaskRCNN> model,
                           core::GuardTorch("MaskRCNN: building the network",
                                            [&]() -> absl::StatusOr<std::unique_ptr<MaskRCNN>> {
