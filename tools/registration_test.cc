@@ -16,6 +16,7 @@
 #include "core/config/loader.h"
 #include "core/dataset.h"
 #include "core/evaluator.h"
+#include "core/hook.h"
 #include "core/lr_schedule.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -51,6 +52,7 @@ TEST(RegistrationTest, EveryPluginIsRegistered) {
               IsSupersetOf({"allreduce", "bucketed", "fp16_compress", "bf16_compress"}));
   EXPECT_THAT(core::EvaluatorRegistry::Get().Names(),
               IsSupersetOf({"ICDAR2015Hmean", "SemanticSegmentation"}));
+  EXPECT_THAT(core::HookRegistry::Get().Names(), IsSupersetOf({"EarlyStopping"}));
 }
 
 // The one table of plugin targets matches what all_plugins registers, both ways, so the hint of
@@ -65,6 +67,7 @@ TEST(RegistrationTest, EveryPluginHasItsTargetInPluginTargets) {
       {core::LrScheduleRegistry::Get().family(), core::LrScheduleRegistry::Get().Names()},
       {core::CommStrategyRegistry::Get().family(), core::CommStrategyRegistry::Get().Names()},
       {core::EvaluatorRegistry::Get().family(), core::EvaluatorRegistry::Get().Names()},
+      {core::HookRegistry::Get().family(), core::HookRegistry::Get().Names()},
   };
   std::map<std::string, std::vector<std::string>> in_table;
   for (const PluginTarget& plugin : PluginTargets()) {
