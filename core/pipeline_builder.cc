@@ -291,7 +291,7 @@ std::string DescribeEffectiveRecipe(const TrainPipelineConfig& config, const Pip
     for (int64_t s = 0; s < total_steps; ++s) factor[s] = p.lr_schedule->Factor(s, total_steps);
     std::vector<std::string> parts;
     if (warmup > 0) {
-      parts.push_back(absl::StrFormat("warmup steps 1-%d from %g", warmup,
+      parts.push_back(absl::StrFormat("warmup steps 1-%d from %.4g", warmup,
                                       p.scaled_lr * factor[0]));
     }
     std::vector<std::string> drops;
@@ -310,9 +310,9 @@ std::string DescribeEffectiveRecipe(const TrainPipelineConfig& config, const Pip
          {std::pair<const char*, double>{"25%", 0.25}, {"50%", 0.5}, {"75%", 0.75}}) {
       const int64_t s = std::clamp<int64_t>(static_cast<int64_t>(fraction * total_steps), 1,
                                             total_steps) - 1;
-      along.push_back(absl::StrFormat("%s (step %d) %g", name, s + 1, p.scaled_lr * factor[s]));
+      along.push_back(absl::StrFormat("%s (step %d) %.4g", name, s + 1, p.scaled_lr * factor[s]));
     }
-    along.push_back(absl::StrFormat("last (step %d) %g", total_steps,
+    along.push_back(absl::StrFormat("last (step %d) %.4g", total_steps,
                                     p.scaled_lr * factor[total_steps - 1]));
     parts.push_back(absl::StrCat("lr at ", absl::StrJoin(along, ", ")));
     lines.push_back(absl::StrFormat("  %s over %d steps: %s", config.lr_schedule().type(),
