@@ -212,21 +212,11 @@ std::map<std::string, at::Tensor> Float64Losses(DANet& model, const core::Batch&
 void CompareSteps(const parity::StepResult& expected, const parity::StepResult& seen,
                   const parity::Tolerance& loss_tolerance,
                   const parity::Tolerance& gradient_tolerance) {
-  EXPECT_TRUE(expected.without_gradient.empty()) << expected.without_gradient.front();
-  ASSERT_EQ(expected.losses.size(), 4u);
-  for (const char* name :
-       {"backbone.conv1.weight", "backbone.layer2.1.conv2.weight", "backbone.layer4.2.conv3.weight",
-        "head.conv5a.0.weight", "head.sa.query_conv.weight", "head.sa.gamma", "head.sc.gamma",
-        "head.conv6.1.weight", "head.conv8.1.weight", "auxlayer.conv5.0.weight"}) {
-    ASSERT_EQ(expected.gradients.count(name), 1u) << name;
-  }
-  const parity::Comparison losses(expected.losses, seen.losses, 0.0);
-  std::cout << "losses: " << losses.Summary() << "\n" << losses.Report(loss_tolerance);
-  EXPECT_TRUE(losses.Within(loss_tolerance, "losses"));
-  const parity::Comparison gradients(expected.gradients, seen.gradients,
-                                     kGradientFloor * parity::LargestMagnitude(expected.gradients));
-  std::cout << "gradients: " << gradients.Summary() << "\n" << gradients.Report(gradient_tolerance);
-  EXPECT_TRUE(gradients.Within(gradient_tolerance, "gradients"));
+  parity::CompareSteps(
+      expected, seen, loss_tolerance, gradient_tolerance, kGradientFloor, 4,
+      {"backbone.conv1.weight", "backbone.layer2.1.conv2.weight", "backbone.layer4.2.conv3.weight",
+       "head.conv5a.0.weight", "head.sa.query_conv.weight", "head.sa.gamma", "head.sc.gamma",
+       "head.conv6.1.weight", "head.conv8.1.weight", "auxlayer.conv5.0.weight"});
 }
 
 // Eval-mode logits and label maps of `seen` against `expected`, the tolerance divided by

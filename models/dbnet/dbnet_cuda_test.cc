@@ -255,19 +255,10 @@ std::map<std::string, at::Tensor> Float64Losses(DBNet& model, const core::Batch&
 void CompareSteps(const parity::StepResult& expected, const parity::StepResult& seen,
                   const parity::Tolerance& loss_tolerance,
                   const parity::Tolerance& gradient_tolerance) {
-  EXPECT_TRUE(expected.without_gradient.empty()) << expected.without_gradient.front();
-  for (const char* name :
-       {"backbone.conv1.weight", "backbone.layer2.0.conv1.weight", "backbone.layer4.1.conv2.weight",
-        "neck.lateral0.weight", "head.probability.0.weight", "head.threshold.0.weight"}) {
-    ASSERT_EQ(expected.gradients.count(name), 1u) << name;
-  }
-  const parity::Comparison losses(expected.losses, seen.losses, 0.0);
-  std::cout << "losses: " << losses.Summary() << "\n" << losses.Report(loss_tolerance);
-  EXPECT_TRUE(losses.Within(loss_tolerance, "losses"));
-  const parity::Comparison gradients(expected.gradients, seen.gradients,
-                                     kGradientFloor * parity::LargestMagnitude(expected.gradients));
-  std::cout << "gradients: " << gradients.Summary() << "\n" << gradients.Report(gradient_tolerance);
-  EXPECT_TRUE(gradients.Within(gradient_tolerance, "gradients"));
+  parity::CompareSteps(
+      expected, seen, loss_tolerance, gradient_tolerance, kGradientFloor, 3,
+      {"backbone.conv1.weight", "backbone.layer2.0.conv1.weight", "backbone.layer4.1.conv2.weight",
+       "neck.lateral0.weight", "head.probability.0.weight", "head.threshold.0.weight"});
 }
 
 // The hard-negative mining must take every negative (see MakeBatch).

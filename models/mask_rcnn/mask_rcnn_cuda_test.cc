@@ -321,25 +321,15 @@ void ExpectPredictionsPasteTheDetections(MaskRCNN& model, const core::Batch& bat
 void CompareSteps(const parity::StepResult& expected, const parity::StepResult& seen,
                   const parity::Tolerance& loss_tolerance,
                   const parity::Tolerance& gradient_tolerance) {
-  EXPECT_TRUE(expected.without_gradient.empty()) << expected.without_gradient.front();
-  ASSERT_EQ(expected.losses.size(), 5u);
-  for (const char* name :
-       {"backbone.body.conv1.weight", "backbone.body.layer2.1.conv2.weight",
-        "backbone.body.layer4.2.conv3.weight", "backbone.fpn.lateral0.weight",
-        "backbone.fpn.smooth3.weight", "rpn.head.conv.weight", "rpn.head.cls_logits.weight",
-        "rpn.head.bbox_pred.weight", "roi_heads.box_head.fc6.weight",
-        "roi_heads.box_predictor.cls_score.weight", "roi_heads.box_predictor.bbox_pred.weight",
-        "roi_heads.mask_head.mask_fcn1.weight", "roi_heads.mask_predictor.conv5_mask.weight",
-        "roi_heads.mask_predictor.mask_fcn_logits.weight"}) {
-    ASSERT_EQ(expected.gradients.count(name), 1u) << name;
-  }
-  const parity::Comparison losses(expected.losses, seen.losses, 0.0);
-  std::cout << "losses: " << losses.Summary() << "\n" << losses.Report(loss_tolerance);
-  EXPECT_TRUE(losses.Within(loss_tolerance, "losses"));
-  const parity::Comparison gradients(expected.gradients, seen.gradients,
-                                     kGradientFloor * parity::LargestMagnitude(expected.gradients));
-  std::cout << "gradients: " << gradients.Summary() << "\n" << gradients.Report(gradient_tolerance);
-  EXPECT_TRUE(gradients.Within(gradient_tolerance, "gradients"));
+  parity::CompareSteps(
+      expected, seen, loss_tolerance, gradient_tolerance, kGradientFloor, 5,
+      {"backbone.body.conv1.weight", "backbone.body.layer2.1.conv2.weight",
+       "backbone.body.layer4.2.conv3.weight", "backbone.fpn.lateral0.weight",
+       "backbone.fpn.smooth3.weight", "rpn.head.conv.weight", "rpn.head.cls_logits.weight",
+       "rpn.head.bbox_pred.weight", "roi_heads.box_head.fc6.weight",
+       "roi_heads.box_predictor.cls_score.weight", "roi_heads.box_predictor.bbox_pred.weight",
+       "roi_heads.mask_head.mask_fcn1.weight", "roi_heads.mask_predictor.conv5_mask.weight",
+       "roi_heads.mask_predictor.mask_fcn_logits.weight"});
 }
 
 // Detections of `seen` against `expected` (each tolerance divided by `divisor`), then the pasted

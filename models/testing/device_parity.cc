@@ -340,6 +340,24 @@ MixedPrecisionRun TrainWithAutocast(core::Model& model, const core::Batch& batch
   return run;
 }
 
+void CompareSteps(const StepResult& expected, const StepResult& seen,
+                  const Tolerance& loss_tolerance, const Tolerance& gradient_tolerance,
+                  double gradient_floor, size_t loss_count,
+                  const std::vector<std::string>& required_gradients) {
+  EXPECT_TRUE(expected.without_gradient.empty()) << expected.without_gradient.front();
+  ASSERT_EQ(expected.losses.size(), loss_count);
+  for (const std::string& name : required_gradients) {
+    ASSERT_EQ(expected.gradients.count(name), 1u) << name;
+  }
+  const Comparison losses(expected.losses, seen.losses, 0.0);
+  std::cout << "losses: " << losses.Summary() << "\n" << losses.Report(loss_tolerance);
+  EXPECT_TRUE(losses.Within(loss_tolerance, "losses"));
+  const Comparison gradients(expected.gradients, seen.gradients,
+                             gradient_floor * LargestMagnitude(expected.gradients));
+  std::cout << "gradients: " << gradients.Summary() << "\n" << gradients.Report(gradient_tolerance);
+  EXPECT_TRUE(gradients.Within(gradient_tolerance, "gradients"));
+}
+
 double CosineSimilarity(const std::map<std::string, at::Tensor>& a,
                         const std::map<std::string, at::Tensor>& b) {
   double dot = 0, norm_a = 0, norm_b = 0;

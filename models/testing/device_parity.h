@@ -110,6 +110,16 @@ class Comparison {
 // The largest max |t| over the tensors: the scale for a floor relative to the whole model.
 double LargestMagnitude(const std::map<std::string, at::Tensor>& tensors);
 
+// One training step's comparison (gtest expectations): `expected` has a gradient for every
+// parameter, `loss_count` losses and a gradient for each of `required_gradients` (named
+// parameters in every part of the network); losses within `loss_tolerance` (no floor) and
+// gradients within `gradient_tolerance` with a floor of `gradient_floor` times the largest
+// expected gradient. Prints both comparisons' summaries and reports.
+void CompareSteps(const StepResult& expected, const StepResult& seen,
+                  const Tolerance& loss_tolerance, const Tolerance& gradient_tolerance,
+                  double gradient_floor, size_t loss_count,
+                  const std::vector<std::string>& required_gradients);
+
 // Training steps under autocast as the trainer takes them (engine/trainer.cc): Losses under
 // engine::AutocastScope, their float sum scaled by engine::LossScaler (enabled for float16,
 // initial scale 65536; for bfloat16 it only checks finiteness), backward, unscale and check,
