@@ -15,6 +15,7 @@
 #define VISION_CORE_PLUGIN_H_
 
 #include <memory>
+#include <string>
 #include <type_traits>
 
 #include "absl/status/status.h"
@@ -65,10 +66,17 @@ struct FactoryMaker<Registry<Interface, const google::protobuf::Any&, Args...>, 
       return std::unique_ptr<Interface>(std::move(made));
     };
   }
+  static std::string OptionsType() { return std::string(Options::descriptor()->full_name()); }
 };
 
 }  // namespace internal
 }  // namespace vision::core
+
+// The Bazel label of the vision_plugin target compiling this file (core/plugin.bzl defines it),
+// recorded with each registration so that tools can name the target that provides a plugin.
+#ifndef VISION_PLUGIN_LABEL
+#define VISION_PLUGIN_LABEL ""
+#endif
 
 #define VISION_PLUGIN_CONCAT_INNER(a, b) a##b
 #define VISION_PLUGIN_CONCAT(a, b) VISION_PLUGIN_CONCAT_INNER(a, b)
@@ -76,13 +84,14 @@ struct FactoryMaker<Registry<Interface, const google::protobuf::Any&, Args...>, 
 #define VISION_PLUGIN_STRINGIFY(x) VISION_PLUGIN_STRINGIFY_INNER(x)
 
 // Registers `Impl` (which must derive from the family's interface) under `name`.
-#define VISION_REGISTER_PLUGIN(RegistryT, name, Impl, Options)                               \
-  static_assert(std::is_base_of_v<RegistryT::InterfaceType, Impl>,                            \
-                #Impl " does not implement the interface of " #RegistryT);                   \
-  [[maybe_unused]] static const bool VISION_PLUGIN_CONCAT(vision_plugin_registered_,          \
-                                                          __COUNTER__) =                      \
-      RegistryT::Get().Register(                                                              \
-          name, ::vision::core::internal::FactoryMaker<RegistryT, Impl, Options>::Make(),     \
-          __FILE__ ":" VISION_PLUGIN_STRINGIFY(__LINE__))
+#define VISION_REGISTER_PLUGIN(RegistryT, name, Impl, Options)                            \
+  static_assert(std::is_base_of_v<RegistryT::InterfaceType, Impl>,                        \
+                #Impl " does not implement the interface of " #RegistryT);                \
+  [[maybe_unused]] static const bool VISION_PLUGIN_CONCAT(vision_plugin_registered_,      \
+                                                          __COUNTER__) =                  \
+      RegistryT::Get().Register(                                                          \
+          name, ::vision::core::internal::FactoryMaker<RegistryT, Impl, Options>::Make(), \
+          __FILE__ ":" VISION_PLUGIN_STRINGIFY(__LINE__), VISION_PLUGIN_LABEL,            \
+          &::vision::core::internal::FactoryMaker<RegistryT, Impl, Options>::OptionsType)
 
 #endif  // VISION_CORE_PLUGIN_H_

@@ -46,6 +46,15 @@ struct UnknownPlugin {
 };
 std::optional<UnknownPlugin> UnknownPluginOf(const absl::Status& status);
 
+// Where one registered plugin comes from, for the tools that tell a user which Bazel target to
+// link (tools/plugin_targets.h): filled by VISION_REGISTER_PLUGIN (core/plugin.h).
+struct Registration {
+  std::string name;          // the type a config names
+  std::string site;          // "file:line" of the registration
+  std::string label;         // the vision_plugin target that compiled it; empty outside one
+  std::string options_type;  // full name of its options message; empty when it has none
+};
+
 // Edit distance used for the "did you mean" suggestion (case-insensitive).
 int EditDistance(absl::string_view a, absl::string_view b);
 
@@ -63,10 +72,14 @@ class Registry {
     return *registry;
   }
 
-  // Returns true so it can initialise a namespace-scope static. `site` is "file:line".
-  bool Register(const std::string& name, Factory factory, std::string site) {
+  // Returns true so it can initialise a namespace-scope static. `site` is "file:line"; `label`
+  // the Bazel target that compiled the registration; `options_type` returns the full name of
+  // the plugin's options message (called late, after static initialisation).
+  bool Register(const std::string& name, Factory factory, std::string site, std::string label = "",
+                std::string (*options_type)() = nullptr) {
     absl::MutexLock lock(&mutex_);
-    auto [it, inserted] = entries_.try_emplace(name, Entry{std::move(factory), site});
+    auto [it, inserted] =
+        entries_.try_emplace(name, Entry{std::move(factory), site, std::move(label), options_type});
     if (!inserted) internal::DieOnDuplicate(family_, name, it->second.site, site);
     return true;
   }
@@ -93,12 +106,26 @@ class Registry {
     return NamesLocked();
   }
 
+  // Every registration, sorted by name.
+  std::vector<Registration> Registrations() const {
+    absl::MutexLock lock(&mutex_);
+    std::vector<Registration> out;
+    out.reserve(entries_.size());
+    for (const auto& [name, entry] : entries_) {
+      out.push_back({name, entry.site, entry.label,
+                     entry.options_type == nullptr ? std::string() : entry.options_type()});
+    }
+    return out;
+  }
+
   const std::string& family() const { return family_; }
 
  private:
   struct Entry {
     Factory factory;
     std::string site;
+    std::string label;
+    std::string (*options_type)();
   };
 
   explicit Registry(std::string family) : family_(std::move(family)) {}

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/config/test_options.pb.h"
 #include "core/status_util.h"
@@ -113,6 +114,17 @@ TEST(RegistryTest, NamesAreSortedAndContainsWorks) {
   EXPECT_FALSE(WidgetRegistry::Get().Contains("foowidget"));
   EXPECT_THAT(WidgetRegistry::Get().Names(), ::testing::ElementsAre("FooWidget"));
   EXPECT_EQ(WidgetRegistry::Get().family(), "widget");
+}
+
+// The macro records where a plugin comes from: its site, its options type and the label of the
+// vision_plugin compiling it (none here: a cc_test is not one), for tools/plugin_table_main.
+TEST(RegistryTest, RegistrationsRecordSiteOptionsTypeAndLabel) {
+  const std::vector<Registration> registrations = WidgetRegistry::Get().Registrations();
+  ASSERT_EQ(registrations.size(), 1u);
+  EXPECT_EQ(registrations[0].name, "FooWidget");
+  EXPECT_THAT(registrations[0].site, ::testing::MatchesRegex("core/registry_test.cc:[0-9]+"));
+  EXPECT_EQ(registrations[0].options_type, FooOptions::descriptor()->full_name());
+  EXPECT_EQ(registrations[0].label, "");
 }
 
 TEST(RegistryDeathTest, DuplicateNameIsFatalAndNamesBothSites) {

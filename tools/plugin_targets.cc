@@ -9,69 +9,8 @@
 
 namespace vision::tools {
 
-const std::vector<PluginTarget>& PluginTargets() {
-  static const auto* targets = new std::vector<PluginTarget>{
-      {"model", "DBNet", "vision.models.dbnet.DBNetOptions", "//models/dbnet"},
-      {"model", "MaskRCNN", "vision.models.mask_rcnn.MaskRCNNOptions", "//models/mask_rcnn"},
-      {"model", "DANet", "vision.models.danet.DANetOptions", "//models/danet"},
-      {"backbone", "ResNet18", "vision.models.backbones.ResNetOptions",
-       "//models/backbones:resnet"},
-      {"backbone", "ResNet34", "vision.models.backbones.ResNetOptions",
-       "//models/backbones:resnet"},
-      {"backbone", "ResNet50", "vision.models.backbones.ResNetOptions",
-       "//models/backbones:resnet"},
-      {"backbone", "ResNet101", "vision.models.backbones.ResNetOptions",
-       "//models/backbones:resnet"},
-      {"dataset", "COCO", "vision.data.datasets.CocoOptions", "//data/datasets/coco"},
-      {"dataset", "Cityscapes", "vision.data.datasets.CityscapesOptions",
-       "//data/datasets/cityscapes"},
-      {"dataset", "ICDAR2015", "vision.data.datasets.ICDAR2015Options",
-       "//data/datasets/icdar2015"},
-      {"dataset", "ImageFolder", "vision.data.datasets.image_folder.ImageFolderOptions",
-       "//data/datasets/image_folder"},
-      {"augmentation", "ColorJitter", "vision.data.augmentations.ColorJitterOptions",
-       "//data/augmentations:color_jitter"},
-      {"augmentation", "HorizontalFlip", "vision.data.augmentations.HorizontalFlipOptions",
-       "//data/augmentations:horizontal_flip"},
-      {"augmentation", "Normalize", "vision.data.augmentations.NormalizeOptions",
-       "//data/augmentations:normalize"},
-      {"augmentation", "PadToDivisor", "vision.data.augmentations.PadToDivisorOptions",
-       "//data/augmentations:pad_to_divisor"},
-      {"augmentation", "RandomCrop", "vision.data.augmentations.RandomCropOptions",
-       "//data/augmentations:random_crop"},
-      {"augmentation", "RandomRotate", "vision.data.augmentations.RandomRotateOptions",
-       "//data/augmentations:random_rotate"},
-      {"augmentation", "RandomScale", "vision.data.augmentations.RandomScaleOptions",
-       "//data/augmentations:random_scale"},
-      {"augmentation", "Resize", "vision.data.augmentations.ResizeOptions",
-       "//data/augmentations:resize"},
-      {"optimizer", "SGD", "vision.engine.optim.SgdOptions", "//engine/optim:optimizers"},
-      {"optimizer", "Adam", "vision.engine.optim.AdamOptions", "//engine/optim:optimizers"},
-      {"optimizer", "AdamW", "vision.engine.optim.AdamOptions", "//engine/optim:optimizers"},
-      {"lr_schedule", "Constant", "vision.engine.schedules.ConstantOptions", "//engine/schedules"},
-      {"lr_schedule", "Cosine", "vision.engine.schedules.CosineOptions", "//engine/schedules"},
-      {"lr_schedule", "MultiStep", "vision.engine.schedules.MultiStepOptions",
-       "//engine/schedules"},
-      {"lr_schedule", "Poly", "vision.engine.schedules.PolyOptions", "//engine/schedules"},
-      {"comm_strategy", "allreduce", "vision.distributed.AllReduceOptions",
-       "//distributed/strategies"},
-      {"comm_strategy", "bucketed", "vision.distributed.BucketedOptions",
-       "//distributed/strategies"},
-      {"comm_strategy", "fp16_compress", "vision.distributed.BucketedOptions",
-       "//distributed/strategies"},
-      {"comm_strategy", "bf16_compress", "vision.distributed.BucketedOptions",
-       "//distributed/strategies"},
-      {"evaluator", "COCO", "vision.evaluation.CocoEvalOptions",
-       "//evaluation/coco:coco_evaluator"},
-      {"evaluator", "ICDAR2015Hmean", "vision.evaluation.ICDAR2015HmeanOptions",
-       "//evaluation/icdar2015:icdar2015_evaluator"},
-      {"evaluator", "SemanticSegmentation", "vision.evaluation.SemanticSegmentationOptions",
-       "//evaluation/semantic_segmentation:semantic_segmentation_evaluator"},
-      {"hook", "EarlyStopping", "vision.engine.hooks.EarlyStoppingOptions",
-       "//engine/hooks:early_stopping"},
-  };
-  return *targets;
-}
+// PluginTargets() is written at build time from the plugins' own registrations
+// (//tools:plugin_targets_table).
 
 namespace {
 
@@ -112,7 +51,7 @@ std::vector<std::string> MissingPluginHints(const std::string& config_text,
     } else {
       hints.push_back(absl::StrCat(
           "options type ", type, " is not linked into ", target,
-          " and no plugin of //tools:all_plugins declares it (tools/plugin_targets.cc): check "
+          " and no plugin of //tools:all_plugins declares it: check "
           "its spelling, or add the target of the plugin whose options it is to the deps"));
     }
   }
@@ -125,10 +64,10 @@ std::vector<std::string> MissingPluginHints(const std::string& config_text,
     if (owner != nullptr) {
       hints.push_back(Hint(*owner, target));
     } else {
-      hints.push_back(absl::StrCat(
-          missed->family, " '", missed->name, "' is not linked into ", target,
-          " and no plugin of //tools:all_plugins registers it (tools/plugin_targets.cc): check "
-          "its spelling (the registry's message above lists what is linked)"));
+      hints.push_back(
+          absl::StrCat(missed->family, " '", missed->name, "' is not linked into ", target,
+                       " and no plugin of //tools:all_plugins registers it: check "
+                       "its spelling (the registry's message above lists what is linked)"));
     }
   }
   return hints;

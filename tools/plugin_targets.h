@@ -1,8 +1,8 @@
-// Which Bazel target registers each plugin of //tools:all_plugins: the one place that knows,
-// so that a training target's dry-run test can say what to add to its `deps`. The registry
-// knows only what a binary links; a plugin that is not linked leaves no trace in it, hence a
-// table. //tools:registration_test keeps it in step with all_plugins (every registered name
-// has an entry, every entry is registered with its options type linked).
+// Which Bazel target registers each plugin of //tools:all_plugins, so that a training target's
+// dry-run test can say what to add to its `deps`. The registry knows only what a binary links;
+// a plugin that is not linked leaves no trace in it, hence a table, written at build time by
+// //tools:plugin_table_main (which links all_plugins) from the label and options type that each
+// registration records (core/plugin.h, core/plugin.bzl): nobody edits it.
 #ifndef VISION_TOOLS_PLUGIN_TARGETS_H_
 #define VISION_TOOLS_PLUGIN_TARGETS_H_
 
@@ -20,6 +20,7 @@ struct PluginTarget {
   const char* label;         // the target to add to a training target's deps
 };
 
+// Sorted by family (core/plugin_catalog.h's order), then name.
 const std::vector<PluginTarget>& PluginTargets();
 
 // The plugins `config_text` needs that this binary does not link, one sentence each, naming the

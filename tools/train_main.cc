@@ -10,18 +10,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/augmentation.h"
-#include "core/backbone.h"
-#include "core/comm_strategy.h"
 #include "core/config/loader.h"
-#include "core/dataset.h"
-#include "core/evaluator.h"
-#include "core/hook.h"
 #include "core/host_memory.h"
-#include "core/lr_schedule.h"
-#include "core/model.h"
-#include "core/optimizer.h"
 #include "core/pipeline_builder.h"
+#include "core/plugin_catalog.h"
 #include "core/status_macros.h"
 #include "core/status_util.h"
 #include "distributed/env/distributed_env.h"
@@ -45,22 +37,13 @@ ABSL_FLAG(bool, retain_host_memory, true,
 namespace vision::tools {
 namespace {
 
-template <typename RegistryT>
-void PrintFamily(const char* title) {
-  const std::vector<std::string> names = RegistryT::Get().Names();
-  std::printf("%-15s %s\n", title, names.empty() ? "(none)" : absl::StrJoin(names, ", ").c_str());
-}
-
 void ListPlugins() {
-  PrintFamily<core::ModelRegistry>("models:");
-  PrintFamily<core::BackboneRegistry>("backbones:");
-  PrintFamily<core::DatasetRegistry>("datasets:");
-  PrintFamily<core::AugmentationRegistry>("augmentations:");
-  PrintFamily<core::OptimizerRegistry>("optimizers:");
-  PrintFamily<core::LrScheduleRegistry>("lr schedules:");
-  PrintFamily<core::CommStrategyRegistry>("comm strategies:");
-  PrintFamily<core::EvaluatorRegistry>("evaluators:");
-  PrintFamily<core::HookRegistry>("hooks:");
+  for (const core::FamilyRegistrations& family : core::RegisteredPlugins()) {
+    std::vector<std::string> names;
+    for (const core::Registration& plugin : family.plugins) names.push_back(plugin.name);
+    std::printf("%-17s %s\n", absl::StrCat(family.title, ":").c_str(),
+                names.empty() ? "(none)" : absl::StrJoin(names, ", ").c_str());
+  }
 }
 
 absl::Status Run(const std::vector<std::string>& overrides) {
