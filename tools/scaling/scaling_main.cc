@@ -288,7 +288,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
               config_path.c_str(), warmup, steps, images_per_process_step, config.device().c_str());
   const unsigned cores = std::thread::hardware_concurrency();
   std::vector<RunMeasurement> runs;
-  nlohmann::ordered_json commands = nlohmann::ordered_json::object();
+  nlohmann::ordered_json runs_json = nlohmann::ordered_json::object();
   for (size_t i = 0; i < counts.size(); ++i) {
     const int n = counts[i];
     const std::vector<std::string> command = {
@@ -308,8 +308,12 @@ absl::Status Run(const std::vector<std::string>& overrides) {
           "the run of ", n, " process(es) failed (launcher exit code ", finished.exit_code,
           "); the last lines of ", log, ":\n", LastLines(ReadFile(log), 15)));
     }
-    std::printf("  done in %.1f s\n",
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Timings from a busy machine mislead; the load says whether others shared the cores.
+    double load = -1;
+    ::getloadavg(&load, 1);
+    std::printf("  done in %.1f s; load average (1 min) %.2f on %u cores\n", seconds, load, cores);
     RunMeasurement run;
     run.processes = n;
     run.images_per_process_step = images_per_process_step;
@@ -329,7 +333,11 @@ absl::Status Run(const std::vector<std::string>& overrides) {
     run.peak_rss_mib_rank0 = ParseRank0PeakRssMiB(ReadFile(log));
     run.peak_rss_mib_max = finished.max_rss_mib;
     runs.push_back(std::move(run));
-    commands[std::to_string(n)] = Quoted(command);
+    nlohmann::ordered_json& about = runs_json[std::to_string(n)];
+    about["command"] = Quoted(command);
+    about["log"] = log;
+    about["wall_seconds"] = seconds;
+    about["load_average_1min"] = load;
   }
 
   VISION_ASSIGN_OR_RETURN(const std::vector<ScalingRow> rows, ScalingTable(runs));
@@ -345,7 +353,8 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   json["images_per_process_step"] = images_per_process_step;
   json["baseline_processes"] = rows.front().processes;
   json["rows"] = RowsToJson(rows);
-  json["commands"] = commands;
+  json["cores"] = cores;
+  json["runs"] = runs_json;
   const std::string json_path = (output_dir / "scaling.json").string();
   VISION_RETURN_IF_ERROR(WriteFileAtomically(json_path, json.dump(2) + "\n"));
 
