@@ -1,6 +1,7 @@
 // "RandomCrop": a fixed-size window that avoids cutting instances (random_crop.h), padded at the
 // bottom/right when the image is smaller; annotations leaving the window are clipped
-// (geometry.h). Scale factors stay: a crop moves the origin but does not resize.
+// (geometry.h). Scale factors stay: a crop moves the origin but does not resize. With
+// min_side_ratio > 0, MhLiao/DB's crop instead: a window of random size resized to fit.
 #include "data/augmentations/random_crop.h"
 
 #include <algorithm>
@@ -57,9 +58,8 @@ std::vector<CropExtent> CropExtents(const core::Sample& sample) {
   return extents;
 }
 
-cv::Point ChooseCropOrigin(cv::Size image, cv::Size window,
-                           const std::vector<CropExtent>& extents, int max_tries,
-                           std::mt19937_64& rng) {
+cv::Point ChooseCropOrigin(cv::Size image, cv::Size window, const std::vector<CropExtent>& extents,
+                           int max_tries, std::mt19937_64& rng) {
   std::vector<std::pair<float, float>> x_spans, y_spans;
   bool any_wanted = false;
   for (const CropExtent& e : extents) {
@@ -101,13 +101,102 @@ cv::Point ChooseCropOrigin(cv::Size image, cv::Size window,
 
 namespace {
 
+// A free position of `axis` (positions no wanted extent blocks) per the reference's draw: two
+// runs (with replacement) when more than one run is kept, else two positions of the whole axis.
+std::pair<int, int> DrawEdges(const std::vector<int>& axis,
+                              const std::vector<std::pair<size_t, size_t>>& runs, int size,
+                              std::mt19937_64& rng) {
+  int a, b;
+  if (runs.size() > 1) {
+    std::uniform_int_distribution<size_t> pick_run(0, runs.size() - 1);
+    auto from = [&](const std::pair<size_t, size_t>& run) {
+      return axis[std::uniform_int_distribution<size_t>(run.first, run.second - 1)(rng)];
+    };
+    const size_t first = pick_run(rng);
+    const size_t second = pick_run(rng);
+    a = from(runs[first]);
+    b = from(runs[second]);
+  } else {
+    std::uniform_int_distribution<size_t> pick(0, axis.size() - 1);
+    a = axis[pick(rng)];
+    b = axis[pick(rng)];
+  }
+  return {std::clamp(std::min(a, b), 0, size - 1), std::clamp(std::max(a, b), 0, size - 1)};
+}
+
+// The free positions of an axis of `size` and their runs, [begin, end) indices into the
+// positions, all but the last run (the reference's split_regions never appends it).
+void FreePositions(int size, const std::vector<std::pair<double, double>>& spans,
+                   std::vector<int>* axis, std::vector<std::pair<size_t, size_t>>* runs) {
+  std::vector<bool> blocked(size, false);
+  for (const auto& [begin, end] : spans) {
+    const int first = std::max(0, static_cast<int>(std::nearbyint(begin)));
+    const int last = std::min(size, static_cast<int>(std::nearbyint(end)));
+    for (int i = first; i < last; ++i) blocked[i] = true;
+  }
+  axis->clear();
+  runs->clear();
+  for (int i = 0; i < size; ++i) {
+    if (!blocked[i]) axis->push_back(i);
+  }
+  size_t run_begin = 0;
+  for (size_t i = 1; i < axis->size(); ++i) {
+    if ((*axis)[i] != (*axis)[i - 1] + 1) {
+      runs->emplace_back(run_begin, i);
+      run_begin = i;
+    }
+  }
+}
+
+}  // namespace
+
+cv::Rect ChooseScaledCropWindow(cv::Size image, const std::vector<CropExtent>& extents,
+                                float min_side_ratio, int max_tries, std::mt19937_64& rng) {
+  const cv::Rect whole(0, 0, image.width, image.height);
+  std::vector<std::pair<double, double>> x_spans, y_spans;
+  std::vector<cv::Rect2f> wanted;
+  for (const CropExtent& e : extents) {
+    if (!e.wanted) continue;
+    wanted.push_back(e.box);
+    x_spans.emplace_back(e.box.x, static_cast<double>(e.box.x) + e.box.width);
+    y_spans.emplace_back(e.box.y, static_cast<double>(e.box.y) + e.box.height);
+  }
+  std::vector<int> x_axis, y_axis;
+  std::vector<std::pair<size_t, size_t>> x_runs, y_runs;
+  FreePositions(image.width, x_spans, &x_axis, &x_runs);
+  FreePositions(image.height, y_spans, &y_axis, &y_runs);
+  if (x_axis.empty() || y_axis.empty()) return whole;
+  for (int attempt = 0; attempt < max_tries; ++attempt) {
+    const auto [x_min, x_max] = DrawEdges(x_axis, x_runs, image.width, rng);
+    const auto [y_min, y_max] = DrawEdges(y_axis, y_runs, image.height, rng);
+    if (x_max - x_min < min_side_ratio * image.width ||
+        y_max - y_min < min_side_ratio * image.height) {
+      continue;
+    }
+    for (const cv::Rect2f& box : wanted) {
+      const bool outside =
+          box.x + box.width < x_min || box.x > x_max || box.y + box.height < y_min || box.y > y_max;
+      if (!outside) return cv::Rect(x_min, y_min, x_max - x_min, y_max - y_min);
+    }
+  }
+  return whole;
+}
+
+namespace {
+
 class RandomCrop : public core::Augmentation {
  public:
   static absl::StatusOr<std::unique_ptr<RandomCrop>> Create(const RandomCropOptions& options) {
     if (options.width() <= 0 || options.height() <= 0 || options.max_tries() < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RandomCropOptions: need width, height > 0 and max_tries >= 1, got ",
+                       options.width(), "x", options.height(), " and ", options.max_tries()));
+    }
+    if (!(options.min_side_ratio() >= 0 && options.min_side_ratio() <= 1)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "RandomCropOptions: need width, height > 0 and max_tries >= 1, got ", options.width(),
-          "x", options.height(), " and ", options.max_tries()));
+          "RandomCropOptions.min_side_ratio: must be in [0, 1] (0: a fixed width x height "
+          "window; DBNet's reference uses 0.1), got ",
+          options.min_side_ratio()));
     }
     VISION_ASSIGN_OR_RETURN(const cv::Scalar fill,
                             FillFromValues(options.image_fill(), "RandomCropOptions.image_fill"));
@@ -119,6 +208,7 @@ class RandomCrop : public core::Augmentation {
 
   absl::Status Apply(core::Sample* sample, std::mt19937_64& rng) const override {
     VISION_RETURN_IF_ERROR(CheckHasImage(*sample));
+    if (options_.min_side_ratio() > 0) return ApplyScaled(sample, rng);
     const cv::Size image = sample->image.size();
     const cv::Size window(std::min(options_.width(), image.width),
                           std::min(options_.height(), image.height));
@@ -129,6 +219,26 @@ class RandomCrop : public core::Augmentation {
   }
 
  private:
+  // MhLiao/DB's RandomCropData: the window, resized to fit width x height keeping its aspect
+  // ratio (cv::resize, as cv2.resize), padded at the bottom and right. Each step is one warp:
+  // a crop and a pad copy pixels exactly; the resize scales each side by its integer size's
+  // ratio, as cv2.resize does (the reference scales the polygons by the unrounded factor, at
+  // most a pixel apart), and updates the sample's scale factors.
+  absl::Status ApplyScaled(core::Sample* sample, std::mt19937_64& rng) const {
+    const cv::Rect window =
+        ChooseScaledCropWindow(sample->image.size(), CropExtents(*sample),
+                               options_.min_side_ratio(), options_.max_tries(), rng);
+    VISION_RETURN_IF_ERROR(
+        WarpSample(cv::Matx23d(1, 0, -window.x, 0, 1, -window.y), window.size(), params_, sample));
+    const double scale = std::min(static_cast<double>(options_.width()) / window.width,
+                                  static_cast<double>(options_.height()) / window.height);
+    const cv::Size fitted(std::max(1, static_cast<int>(window.width * scale)),
+                          std::max(1, static_cast<int>(window.height * scale)));
+    if (fitted != window.size()) VISION_RETURN_IF_ERROR(ResizeSample(fitted, sample));
+    return WarpSample(cv::Matx23d(1, 0, 0, 0, 1, 0), cv::Size(options_.width(), options_.height()),
+                      params_, sample);
+  }
+
   RandomCrop(const RandomCropOptions& options, const WarpParams& params)
       : options_(options), params_(params) {}
 

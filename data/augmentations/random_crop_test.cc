@@ -1,7 +1,9 @@
 #include "data/augmentations/random_crop.h"
 
+#include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 
 #include "core/augmentation.h"
 #include "core/polygon.h"
@@ -38,9 +40,9 @@ core::Sample SampleWithTexts(cv::Size size, const std::vector<core::Polygon>& po
 TEST(ChooseCropOriginTest, NeverCutsWhenACutFreeWindowExists) {
   // Columns [10,50] [60,100] [150,190] [230,290], rows spread out: cut-free windows exist
   // (for instance x 100..200, y 0..100) but most windows cut something.
-  const core::Sample sample =
-      SampleWithTexts(cv::Size(300, 200), {Rect(10, 10, 40, 30), Rect(60, 120, 40, 60),
-                                           Rect(150, 40, 40, 30), Rect(230, 90, 60, 50)});
+  const core::Sample sample = SampleWithTexts(
+      cv::Size(300, 200),
+      {Rect(10, 10, 40, 30), Rect(60, 120, 40, 60), Rect(150, 40, 40, 30), Rect(230, 90, 60, 50)});
   const std::vector<CropExtent> extents = CropExtents(sample);
   ASSERT_EQ(extents.size(), 4u);
   const cv::Size window(100, 100);
@@ -155,6 +157,128 @@ TEST(RandomCropTest, RejectsBadOptions) {
   options.set_width(10);
   for (int i = 0; i < 5; ++i) options.add_image_fill(0);
   EXPECT_FALSE(MakeAugmentation("RandomCrop", options).ok());
+}
+
+// MhLiao/DB's window (min_side_ratio mode): sides of at least the ratio, edges never inside a
+// wanted text's rounded projection, and some wanted text reached.
+TEST(ChooseScaledCropWindowTest, WindowsAreLargeEnoughCutNoWantedTextAndReachOne) {
+  const core::Sample sample = SampleWithTexts(
+      cv::Size(300, 200), {Rect(10.4, 10, 40, 30), Rect(60, 120.6, 40, 60), Rect(150, 40, 40, 30)});
+  const std::vector<CropExtent> extents = CropExtents(sample);
+  int cropped = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    std::mt19937_64 rng(seed);
+    const cv::Rect w = ChooseScaledCropWindow(cv::Size(300, 200), extents, 0.1f, 10, rng);
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << " window " << w);
+    ASSERT_GE(w.width, 30);
+    ASSERT_GE(w.height, 20);
+    ASSERT_LE(w.x + w.width, 300);
+    ASSERT_LE(w.y + w.height, 200);
+    if (w == cv::Rect(0, 0, 300, 200)) continue;
+    ++cropped;
+    bool reaches = false;
+    for (const CropExtent& e : extents) {
+      const int x0 = static_cast<int>(std::nearbyint(e.box.x));
+      const int x1 = static_cast<int>(std::nearbyint(e.box.x + e.box.width));
+      const int y0 = static_cast<int>(std::nearbyint(e.box.y));
+      const int y1 = static_cast<int>(std::nearbyint(e.box.y + e.box.height));
+      for (int edge : {w.x, w.x + w.width}) EXPECT_FALSE(edge >= x0 && edge < x1) << edge;
+      for (int edge : {w.y, w.y + w.height}) EXPECT_FALSE(edge >= y0 && edge < y1) << edge;
+      reaches |= !(e.box.x + e.box.width < w.x || e.box.x > w.x + w.width ||
+                   e.box.y + e.box.height < w.y || e.box.y > w.y + w.height);
+    }
+    EXPECT_TRUE(reaches);
+  }
+  // Not a trivial pass: most draws give a window smaller than the image.
+  EXPECT_GT(cropped, 150);
+}
+
+// The reference's split_regions drops the last run of free positions: with columns blocked at
+// [100, 110) and [200, 210), the runs kept are [0, 100) and [110, 200), so no edge lies in
+// [210, 300); rows are one run, drawn from every free row.
+TEST(ChooseScaledCropWindowTest, TheLastFreeRunIsNeverAnEdgeAsInTheReference) {
+  const core::Sample sample =
+      SampleWithTexts(cv::Size(300, 100), {Rect(100, 40, 10, 10), Rect(200, 40, 10, 10)});
+  const std::vector<CropExtent> extents = CropExtents(sample);
+  int right_edges_in_second_run = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    std::mt19937_64 rng(seed);
+    const cv::Rect w = ChooseScaledCropWindow(cv::Size(300, 100), extents, 0.1f, 10, rng);
+    if (w == cv::Rect(0, 0, 300, 100)) continue;
+    EXPECT_LT(w.x + w.width, 200) << "seed " << seed << " window " << w;
+    right_edges_in_second_run += w.x + w.width >= 110;
+  }
+  EXPECT_GT(right_edges_in_second_run, 50);
+}
+
+TEST(ChooseScaledCropWindowTest, WholeImageWithoutWantedTextsOrFreeRows) {
+  std::mt19937_64 rng(3);
+  // Only an ignored text: nothing is wanted, so no window is acceptable (as the reference).
+  core::Sample ignored = SampleWithTexts(cv::Size(120, 80), {Rect(10, 10, 20, 20)});
+  ignored.texts[0].ignore = true;
+  EXPECT_EQ(ChooseScaledCropWindow(cv::Size(120, 80), CropExtents(ignored), 0.1f, 10, rng),
+            cv::Rect(0, 0, 120, 80));
+  // A text spanning every row leaves no free row.
+  const core::Sample tall = SampleWithTexts(cv::Size(120, 80), {Rect(10, 0, 20, 80)});
+  EXPECT_EQ(ChooseScaledCropWindow(cv::Size(120, 80), CropExtents(tall), 0.1f, 10, rng),
+            cv::Rect(0, 0, 120, 80));
+}
+
+// The whole 400x200 image (no wanted text) fitted into 64x64: resized to 64x32 (scale 0.16,
+// cv::resize of a uniform image stays uniform), then padded with the fill below.
+TEST(RandomCropTest, MinSideRatioResizesTheWindowToFitAndPads) {
+  RandomCropOptions options;
+  options.set_width(64);
+  options.set_height(64);
+  options.set_min_side_ratio(0.1f);
+  options.set_max_tries(10);
+  options.add_image_fill(3);
+  absl::StatusOr<std::unique_ptr<core::Augmentation>> crop =
+      MakeAugmentation("RandomCrop", options);
+  ASSERT_TRUE(crop.ok()) << crop.status();
+  core::Sample sample = SampleWithTexts(cv::Size(400, 200), {Rect(100, 50, 50, 25)});
+  sample.texts[0].ignore = true;
+  std::mt19937_64 rng(0);
+  ASSERT_TRUE((*crop)->Apply(&sample, rng).ok());
+  ASSERT_EQ(sample.image.size(), cv::Size(64, 64));
+  EXPECT_EQ(cv::norm(sample.image(cv::Rect(0, 0, 64, 32)) - cv::Scalar::all(7), cv::NORM_INF), 0);
+  EXPECT_EQ(cv::norm(sample.image(cv::Rect(0, 32, 64, 32)) - cv::Scalar::all(3), cv::NORM_INF), 0);
+  EXPECT_DOUBLE_EQ(sample.scale_x, 0.16);
+  EXPECT_DOUBLE_EQ(sample.scale_y, 0.16);
+  ASSERT_EQ(sample.texts.size(), 1u);
+  EXPECT_EQ(sample.texts[0].polygon, Rect(16, 8, 8, 4));
+}
+
+// A window with a wanted text: the text lies inside the output, scaled by the fitted size's
+// ratio, and the output is always width x height.
+TEST(RandomCropTest, MinSideRatioKeepsTheTextInsideTheOutput) {
+  RandomCropOptions options;
+  options.set_width(64);
+  options.set_height(48);
+  options.set_min_side_ratio(0.1f);
+  absl::StatusOr<std::unique_ptr<core::Augmentation>> crop =
+      MakeAugmentation("RandomCrop", options);
+  ASSERT_TRUE(crop.ok()) << crop.status();
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    core::Sample sample = SampleWithTexts(cv::Size(300, 200), {Rect(120, 80, 40, 20)});
+    std::mt19937_64 rng(seed);
+    ASSERT_TRUE((*crop)->Apply(&sample, rng).ok());
+    ASSERT_EQ(sample.image.size(), cv::Size(64, 48));
+    ASSERT_EQ(sample.texts.size(), 1u) << "seed " << seed;
+    const cv::Rect2f bounds = core::PolygonBounds(sample.texts[0].polygon);
+    EXPECT_GE(bounds.x, -1e-3) << "seed " << seed;
+    EXPECT_LE(bounds.x + bounds.width, 64 + 1e-3) << "seed " << seed;
+    EXPECT_NEAR(bounds.width / bounds.height, 2.0, 0.15) << "seed " << seed;
+  }
+}
+
+TEST(RandomCropTest, RejectsAMinSideRatioAboveOne) {
+  RandomCropOptions options;
+  options.set_min_side_ratio(1.5f);
+  absl::StatusOr<std::unique_ptr<core::Augmentation>> crop =
+      MakeAugmentation("RandomCrop", options);
+  ASSERT_FALSE(crop.ok());
+  EXPECT_NE(crop.status().message().find("min_side_ratio"), std::string::npos) << crop.status();
 }
 
 }  // namespace
