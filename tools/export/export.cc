@@ -1,0 +1,306 @@
+#include "tools/export/export.h"
+
+#include <c10/util/Exception.h>
+#include <google/protobuf/text_format.h>
+#include <torch/serialize/input-archive.h>
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/config/pipeline.pb.h"
+#include "core/status_macros.h"
+#include "engine/checkpoint.h"
+#include "models/mask_rcnn/mask_rcnn.h"
+
+namespace vision::tools::export_tool {
+namespace {
+
+using models::backbones::StateDict;
+
+void AppendState(const torch::nn::Module& module, const std::string& prefix, StateDict* state) {
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) {
+    if (p.value().defined()) state->emplace_back(prefix + p.key(), p.value().detach());
+  }
+  for (const auto& b : module.named_buffers(/*recurse=*/false)) {
+    if (b.value().defined()) state->emplace_back(prefix + b.key(), b.value().detach());
+  }
+  for (const auto& child : module.named_children()) {
+    AppendState(*child.value(), prefix + child.key() + ".", state);
+  }
+}
+
+// This project's Mask R-CNN key -> torchvision's, the inverse of FromTorchvisionKey.
+std::string ToTorchvisionMaskRcnnKey(const std::string& key) {
+  for (int i = 0; i < 8; ++i) {
+    const std::pair<std::string, std::string> renames[] = {
+        {absl::StrCat("backbone.fpn.lateral", i, "."),
+         absl::StrCat("backbone.fpn.inner_blocks.", i, ".0.")},
+        {absl::StrCat("backbone.fpn.smooth", i, "."),
+         absl::StrCat("backbone.fpn.layer_blocks.", i, ".0.")},
+        {absl::StrCat("roi_heads.mask_head.mask_fcn", i + 1, "."),
+         absl::StrCat("roi_heads.mask_head.", i, ".0.")},
+    };
+    for (const auto& [ours, theirs] : renames) {
+      if (absl::StartsWith(key, ours)) return theirs + key.substr(ours.size());
+    }
+  }
+  if (absl::StartsWith(key, "rpn.head.conv.")) return "rpn.head.conv.0.0." + key.substr(14);
+  return key;
+}
+
+// Adds num_batches_tracked = 0 after each BatchNorm-like "<m>.running_var" that lacks one
+// (FrozenBatchNorm2d), so that torch.nn.BatchNorm2d loads the file strictly.
+StateDict WithBatchesTracked(const StateDict& state, std::vector<std::string>* added) {
+  std::set<std::string> keys;
+  for (const auto& [key, tensor] : state) keys.insert(key);
+  StateDict out;
+  for (const auto& [key, tensor] : state) {
+    out.emplace_back(key, tensor);
+    if (!absl::EndsWith(key, ".running_var")) continue;
+    const std::string tracked =
+        key.substr(0, key.size() - std::string("running_var").size()) + "num_batches_tracked";
+    if (keys.count(tracked) == 0) {
+      out.emplace_back(tracked, at::zeros({}, at::kLong));
+      added->push_back(tracked);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Exported> TorchvisionMaskRcnn(const StateDict& state) {
+  Exported exported;
+  StateDict renamed;
+  for (const auto& [key, tensor] : state) {
+    const std::string theirs = ToTorchvisionMaskRcnnKey(key);
+    // The importer's mapping must take it back, or the file would not load into this model.
+    if (models::mask_rcnn::FromTorchvisionKey(theirs) != key) {
+      return absl::InternalError(absl::StrCat("torchvision layout: '", key, "' maps to '", theirs,
+                                              "', which the importer reads as '",
+                                              models::mask_rcnn::FromTorchvisionKey(theirs), "'"));
+    }
+    renamed.emplace_back(theirs, tensor);
+  }
+  std::vector<std::string> added;
+  exported.state = WithBatchesTracked(renamed, &added);
+  if (!added.empty()) {
+    exported.notes.push_back(
+        absl::StrCat(added.size(),
+                     " num_batches_tracked buffers added as 0 (FrozenBatchNorm2d has none; "
+                     "torchvision's BatchNorm2d expects them)"));
+  }
+  return exported;
+}
+
+// The ResNet inside a model: the prefix of its "conv1.weight" and "layer1.*" keys.
+absl::StatusOr<std::string> ResNetPrefix(const std::string& model_type, const StateDict& state) {
+  std::set<std::string> keys;
+  for (const auto& [key, tensor] : state) keys.insert(key);
+  for (const std::string prefix : {"backbone.body.", "backbone.", ""}) {
+    if (keys.count(prefix + "conv1.weight") && keys.count(prefix + "layer1.0.conv1.weight")) {
+      return prefix;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "layout 'torchvision_resnet': this ", model_type,
+      " has no ResNet backbone with torchvision's key names (conv1, bn1, layer1..layer4)"));
+}
+
+absl::StatusOr<Exported> TorchvisionResNet(const std::string& model_type, const StateDict& state) {
+  absl::StatusOr<std::string> prefix = ResNetPrefix(model_type, state);
+  if (!prefix.ok()) return prefix.status();
+  static const std::regex kTorchvisionKey(
+      "(conv1\\.weight|bn1\\.(weight|bias|running_mean|running_var|num_batches_tracked)|"
+      "layer[1-4]\\.[0-9]+\\.(conv[1-3]\\.weight|downsample\\.0\\.weight|"
+      "(bn[1-3]|downsample\\.1)\\.(weight|bias|running_mean|running_var|num_batches_tracked)))");
+  StateDict backbone;
+  std::vector<std::string> foreign;
+  for (const auto& [key, tensor] : state) {
+    if (!absl::StartsWith(key, *prefix)) continue;
+    const std::string name = key.substr(prefix->size());
+    if (!std::regex_match(name, kTorchvisionKey)) {
+      foreign.push_back(key);
+      continue;
+    }
+    backbone.emplace_back(name, tensor);
+  }
+  if (!foreign.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layout 'torchvision_resnet': the backbone has tensors torchvision's ResNet has no place "
+        "for (a deformable convolution's offsets?): ",
+        absl::StrJoin(foreign.begin(), foreign.begin() + std::min<size_t>(foreign.size(), 8), ", "),
+        foreign.size() > 8 ? absl::StrCat(" and ", foreign.size() - 8, " more") : ""));
+  }
+  Exported exported;
+  std::vector<std::string> added;
+  exported.state = WithBatchesTracked(backbone, &added);
+  exported.notes.push_back(
+      absl::StrCat("the ResNet under '", *prefix, "', renamed to torchvision.models.resnet* keys"));
+  if (!added.empty()) {
+    exported.notes.push_back(
+        absl::StrCat(added.size(),
+                     " num_batches_tracked buffers added as 0 (FrozenBatchNorm2d has none; "
+                     "torchvision's BatchNorm2d expects them)"));
+  }
+  exported.notes.push_back(
+      "fc.weight and fc.bias (torchvision's ImageNet classifier) are absent: this backbone has "
+      "no classifier. Load with model.fc = torch.nn.Identity() before "
+      "load_state_dict(strict=True), or with strict=False (missing: fc.weight, fc.bias)");
+  return exported;
+}
+
+std::string Shape(const at::Tensor& t) {
+  return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
+}
+
+// Reads `key` ("layer1.0.conv1.weight") from a Module::save archive, which nests one archive per
+// submodule.
+bool TryReadNested(torch::serialize::InputArchive& archive, const std::string& key,
+                   at::Tensor* tensor) {
+  const std::vector<std::string> parts = absl::StrSplit(key, '.');
+  torch::serialize::InputArchive* current = &archive;
+  std::vector<torch::serialize::InputArchive> nested(parts.size());
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!current->try_read(parts[i], nested[i])) return false;
+    current = &nested[i];
+  }
+  return current->try_read(parts.back(), *tensor);
+}
+
+// The model type of the run that wrote a checkpoint, from its recorded config ("" if unknown).
+std::string RecordedModelType(const std::string& config_text) {
+  core::TrainPipelineConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  parser.AllowPartialMessage(true);
+  parser.AllowUnknownField(true);
+  parser.AllowUnknownExtension(true);
+  if (config_text.empty() || !parser.ParseFromString(config_text, &config)) return "";
+  return config.model().type();
+}
+
+}  // namespace
+
+StateDict ModuleStateDict(const torch::nn::Module& module) {
+  StateDict state;
+  AppendState(module, "", &state);
+  return state;
+}
+
+std::vector<std::string> LayoutsFor(const std::string& model_type) {
+  if (model_type == "MaskRCNN") return {"native", "torchvision", "torchvision_resnet"};
+  return {"native", "torchvision_resnet"};
+}
+
+absl::Status CheckLayout(const std::string& model_type, const std::string& layout) {
+  const std::vector<std::string> layouts = LayoutsFor(model_type);
+  if (std::find(layouts.begin(), layouts.end(), layout) != layouts.end()) return absl::OkStatus();
+  const bool known =
+      layout == "native" || layout == "torchvision" || layout == "torchvision_resnet";
+  return absl::InvalidArgumentError(
+      absl::StrCat(known ? absl::StrCat("--layout=", layout, " is not supported for ", model_type)
+                         : absl::StrCat("unknown --layout '", layout, "'"),
+                   "; ", model_type, " can be exported as: ", absl::StrJoin(layouts, ", "),
+                   known && layout == "torchvision"
+                       ? " ('torchvision' is torchvision's Mask R-CNN, for a MaskRCNN model)"
+                       : ""));
+}
+
+absl::StatusOr<Exported> ToLayout(const std::string& model_type, const std::string& layout,
+                                  const StateDict& state) {
+  VISION_RETURN_IF_ERROR(CheckLayout(model_type, layout));
+  if (layout == "native") return Exported{state, {}};
+  if (layout == "torchvision") return TorchvisionMaskRcnn(state);
+  return TorchvisionResNet(model_type, state);
+}
+
+absl::StatusOr<CheckpointWeights> LoadCheckpointWeights(const std::string& path,
+                                                        torch::nn::Module& model,
+                                                        const std::string& model_type,
+                                                        WeightsChoice choice) {
+  const std::string retrain_hint =
+      "give --config the pipeline config the checkpoint was trained with";
+  absl::StatusOr<engine::CheckpointMeta> meta = engine::ReadCheckpointMeta(path);
+  if (!meta.ok()) {
+    return absl::Status(meta.status().code(),
+                        absl::StrCat(meta.status().message(),
+                                     ". Give --checkpoint a checkpoint_N.pt or best.pt that "
+                                     "//tools:train wrote"));
+  }
+  const std::string recorded = RecordedModelType(meta->config_text);
+  if (!recorded.empty() && recorded != model_type) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint '", path, "' holds a ", recorded, " (its run's config), but the ",
+                     "config builds a ", model_type, ": ", retrain_hint));
+  }
+  CheckpointWeights result;
+  result.step = meta->step;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    torch::serialize::InputArchive model_archive;
+    if (!archive.try_read("model", model_archive)) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", path, "' holds no model weights"));
+    }
+    const StateDict own = ModuleStateDict(model);
+    std::vector<std::string> missing, mismatched;
+    std::vector<at::Tensor> live(own.size()), ema(own.size());
+    size_t ema_found = 0;
+    for (size_t i = 0; i < own.size(); ++i) {
+      const auto& [key, tensor] = own[i];
+      if (!TryReadNested(model_archive, key, &live[i])) {
+        missing.push_back(key);
+        continue;
+      }
+      if (live[i].sizes() != tensor.sizes()) {
+        mismatched.push_back(
+            absl::StrCat(key, ": checkpoint ", Shape(live[i]), ", model ", Shape(tensor)));
+      }
+      if (archive.try_read("ema/" + key, ema[i])) {
+        ++ema_found;
+        if (ema[i].sizes() != tensor.sizes()) {
+          mismatched.push_back(
+              absl::StrCat("ema/", key, ": checkpoint ", Shape(ema[i]), ", model ", Shape(tensor)));
+        }
+      }
+    }
+    if (!missing.empty() || !mismatched.empty()) {
+      std::vector<std::string> problems = mismatched;
+      for (const std::string& key : missing) problems.push_back(key + ": not in the checkpoint");
+      const size_t shown = std::min<size_t>(problems.size(), 6);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint '", path, "' does not hold the config's model (", model_type,
+          "): ", missing.size(), " of its ", own.size(), " tensors missing, ", mismatched.size(),
+          " of another shape (", absl::StrJoin(problems.begin(), problems.begin() + shown, "; "),
+          problems.size() > shown ? "; ..." : "", "): ", retrain_hint));
+    }
+    if (ema_found != 0 && ema_found != own.size()) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", path, "' holds EMA values for ",
+                                              ema_found, " of the model's ", own.size(),
+                                              " tensors: corrupt, or written by another model"));
+    }
+    result.checkpoint_has_ema = ema_found == own.size();
+    if (choice == WeightsChoice::kEma && !result.checkpoint_has_ema) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--weights=ema: checkpoint '", path,
+          "' holds no EMA weights (its run had train.ema_decay 0); use --weights=model"));
+    }
+    result.ema = result.checkpoint_has_ema && choice != WeightsChoice::kModel;
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < own.size(); ++i) {
+      own[i].second.copy_(result.ema ? ema[i] : live[i]);
+    }
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(
+        absl::StrCat("cannot load checkpoint '", path, "': ", e.what_without_backtrace()));
+  }
+  return result;
+}
+
+}  // namespace vision::tools::export_tool
