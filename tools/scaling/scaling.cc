@@ -96,8 +96,11 @@ absl::Status CheckProcessCounts(const std::vector<int>& counts, const std::strin
     return absl::FailedPreconditionError(absl::StrCat(
         "device \"cuda\" runs one process per GPU, and this machine has ", visible_gpus, " GPU",
         visible_gpus == 1 ? "" : "s", " visible to ", build, ": cannot run ",
-        absl::StrJoin(refused, ", "), " process(es) (--nproc). Give counts up to ", visible_gpus,
-        " in --nproc, or measure on the CPU with --override='device: \"cpu\"'"));
+        absl::StrJoin(refused, ", "), " process(es) (--nproc). ",
+        visible_gpus > 0
+            ? absl::StrCat("Give counts up to ", visible_gpus,
+                           " in --nproc, or measure on the CPU with --override='device: \"cpu\"'")
+            : "Measure on the CPU with --override='device: \"cpu\"'"));
   }
   int index = -1;
   absl::string_view rest = device;

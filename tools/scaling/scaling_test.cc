@@ -60,14 +60,14 @@ TEST(ParseTraceTest, NamesTheFileAndTheEventOfBadInput) {
   const absl::StatusOr<std::vector<Span>> cut =
       ParseTrace(R"({"traceEvents":[{"ph":"X")", "t.json");
   ASSERT_FALSE(cut.ok());
-  EXPECT_THAT(cut.status().message(), HasSubstr("t.json: not valid JSON"));
+  EXPECT_THAT(cut.status().ToString(), HasSubstr("t.json: not valid JSON"));
   const absl::StatusOr<std::vector<Span>> no_events = ParseTrace(R"({"events":[]})", "t.json");
   ASSERT_FALSE(no_events.ok());
-  EXPECT_THAT(no_events.status().message(), HasSubstr("no \"traceEvents\" array"));
+  EXPECT_THAT(no_events.status().ToString(), HasSubstr("no \"traceEvents\" array"));
   const absl::StatusOr<std::vector<Span>> no_dur =
       ParseTrace(R"({"traceEvents":[{"ph":"M"},{"ph":"X","name":"step","ts":5}]})", "t.json");
   ASSERT_FALSE(no_dur.ok());
-  EXPECT_THAT(no_dur.status().message(), HasSubstr("t.json: traceEvents[1]"));
+  EXPECT_THAT(no_dur.status().ToString(), HasSubstr("t.json: traceEvents[1]"));
 }
 
 TEST(TimeRankTest, MeansPerStepOfPhasesAndCommunication) {
@@ -100,7 +100,7 @@ TEST(TimeRankTest, CountsTheDeviceSpansOfCuda) {
 TEST(TimeRankTest, ATraceWithoutStepsIsAnError) {
   const absl::StatusOr<RankTiming> timing = TimeRank({{"forward", 0, 10}}, "trace_rank0.json");
   ASSERT_FALSE(timing.ok());
-  EXPECT_THAT(timing.status().message(), HasSubstr("trace_rank0.json: no \"step\" span"));
+  EXPECT_THAT(timing.status().ToString(), HasSubstr("trace_rank0.json: no \"step\" span"));
 }
 
 RankTiming Timing(int steps, double step_ms, std::array<double, kPhases.size()> phases,
@@ -185,7 +185,7 @@ TEST(ScalingTableTest, AMissingRankIsAnError) {
   runs[0].ranks.pop_back();
   const absl::StatusOr<std::vector<ScalingRow>> rows = ScalingTable(runs);
   ASSERT_FALSE(rows.ok());
-  EXPECT_THAT(rows.status().message(), HasSubstr("the run of 2 processes has timings of 1 ranks"));
+  EXPECT_THAT(rows.status().ToString(), HasSubstr("the run of 2 processes has timings of 1 ranks"));
 }
 
 TEST(FormatTableTest, OneLinePerRowWithSpeedupEfficiencyAndHiddenShare) {
@@ -230,7 +230,7 @@ TEST(ParseProcessCountsTest, RefusesZeroAndMalformedLists) {
   for (const auto& [text, expected] : cases) {
     const absl::StatusOr<std::vector<int>> counts = ParseProcessCounts(text);
     ASSERT_FALSE(counts.ok()) << "--nproc=" << text << " was accepted";
-    EXPECT_THAT(counts.status().message(), HasSubstr(expected)) << "--nproc=" << text;
+    EXPECT_THAT(counts.status().ToString(), HasSubstr(expected)) << "--nproc=" << text;
   }
 }
 
@@ -241,18 +241,20 @@ TEST(CheckProcessCountsTest, CpuCountsAreNotLimited) {
 TEST(CheckProcessCountsTest, CudaNeedsAGpuPerProcess) {
   const absl::Status none = CheckProcessCounts({1, 2}, "cuda", 0, "LibTorch X");
   EXPECT_EQ(none.code(), absl::StatusCode::kFailedPrecondition) << none;
-  EXPECT_THAT(none.message(), HasSubstr("has 0 GPUs visible to LibTorch X: cannot run 1, 2 "));
+  EXPECT_THAT(none.ToString(), HasSubstr("has 0 GPUs visible to LibTorch X: cannot run 1, 2 "));
+  EXPECT_THAT(none.ToString(),
+              HasSubstr("(--nproc). Measure on the CPU with --override='device: "));
   const absl::Status two = CheckProcessCounts({1, 2, 4, 8}, "cuda", 2, "LibTorch X");
-  EXPECT_THAT(two.message(), HasSubstr("cannot run 4, 8 process(es)"));
-  EXPECT_THAT(two.message(), HasSubstr("Give counts up to 2"));
+  EXPECT_THAT(two.ToString(), HasSubstr("cannot run 4, 8 process(es)"));
+  EXPECT_THAT(two.ToString(), HasSubstr("Give counts up to 2 in --nproc, or measure on the CPU"));
   EXPECT_TRUE(CheckProcessCounts({1, 2}, "cuda", 2, "LibTorch X").ok());
 }
 
 TEST(CheckProcessCountsTest, OneNumberedGpuRunsOneProcess) {
   EXPECT_TRUE(CheckProcessCounts({1}, "cuda:1", 2, "L").ok());
-  EXPECT_THAT(CheckProcessCounts({1}, "cuda:2", 2, "L").message(),
+  EXPECT_THAT(CheckProcessCounts({1}, "cuda:2", 2, "L").ToString(),
               HasSubstr("device \"cuda:2\": this machine has 2 GPUs"));
-  EXPECT_THAT(CheckProcessCounts({1, 2}, "cuda:0", 2, "L").message(),
+  EXPECT_THAT(CheckProcessCounts({1, 2}, "cuda:0", 2, "L").ToString(),
               HasSubstr("2 processes would share one GPU"));
 }
 
