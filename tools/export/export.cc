@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/config/pipeline.pb.h"
 #include "core/status_macros.h"
@@ -96,6 +97,69 @@ absl::StatusOr<Exported> TorchvisionMaskRcnn(const StateDict& state) {
                      " num_batches_tracked buffers added as 0 (FrozenBatchNorm2d has none; "
                      "torchvision's BatchNorm2d expects them)"));
   }
+  return exported;
+}
+
+// This project's DBNet key -> MhLiao/DB's (its SegDetectorModel's state dict: BasicModel under
+// DataParallel, backbone + SegDetector decoder); "" for a key it has no place for.
+std::string ToMhLiaoDbKey(const std::string& key) {
+  const std::string prefix = "model.module.";
+  if (absl::StartsWith(key, "backbone.")) {
+    // Their DCN predicts offsets and mask logits with a sibling convolution, conv2_offset,
+    // where ours (mmcv's layout) has it inside the deformable convolution; the channels are
+    // in the same order (18 offsets, then 9 mask logits).
+    return prefix + absl::StrReplaceAll(key, {{".conv2.conv_offset.", ".conv2_offset."}});
+  }
+  for (int i = 0; i < 4; ++i) {
+    const std::string lateral = absl::StrCat("neck.lateral", i, ".");
+    if (absl::StartsWith(key, lateral)) {
+      return absl::StrCat(prefix, "decoder.in", i + 2, ".", key.substr(lateral.size()));
+    }
+    const std::string smooth = absl::StrCat("neck.smooth", i, ".");
+    if (absl::StartsWith(key, smooth)) {
+      // out3..out5 are Sequential(conv, upsample); out2 is the convolution alone.
+      return absl::StrCat(prefix, "decoder.out", i + 2, i == 0 ? "." : ".0.",
+                          key.substr(smooth.size()));
+    }
+  }
+  for (const auto& [ours, theirs] :
+       {std::pair<std::string, std::string>{"head.probability.", "decoder.binarize."},
+        {"head.threshold.", "decoder.thresh."}}) {
+    if (absl::StartsWith(key, ours)) return prefix + theirs + key.substr(ours.size());
+  }
+  return "";
+}
+
+absl::StatusOr<Exported> MhLiaoDb(const StateDict& state) {
+  StateDict renamed;
+  std::vector<std::string> foreign;
+  for (const auto& [key, tensor] : state) {
+    const std::string theirs = ToMhLiaoDbKey(key);
+    if (theirs.empty()) {
+      foreign.push_back(key);
+    } else {
+      renamed.emplace_back(theirs, tensor);
+    }
+  }
+  if (!foreign.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout 'mhliao_db': MhLiao/DB's SegDetectorModel has no place for: ",
+                     absl::StrJoin(foreign.begin(),
+                                   foreign.begin() + std::min<size_t>(foreign.size(), 8), ", ")));
+  }
+  Exported exported;
+  std::vector<std::string> added;
+  exported.state = WithBatchesTracked(renamed, &added);
+  if (!added.empty()) {
+    exported.notes.push_back(
+        absl::StrCat(added.size(),
+                     " num_batches_tracked buffers added as 0 (FrozenBatchNorm2d "
+                     "has none; MhLiao/DB's BatchNorm2d has them)"));
+  }
+  exported.notes.push_back(
+      "MhLiao/DB's ResNet also holds backbone.fc.* and backbone.smooth.*, which its forward never "
+      "uses and this model lacks: load as its demo.py and eval.py do, "
+      "model.load_state_dict(states, strict=False), and expect only those four missing");
   return exported;
 }
 
@@ -195,21 +259,25 @@ StateDict ModuleStateDict(const torch::nn::Module& module) {
 
 std::vector<std::string> LayoutsFor(const std::string& model_type) {
   if (model_type == "MaskRCNN") return {"native", "torchvision", "torchvision_resnet"};
+  if (model_type == "DBNet") return {"native", "mhliao_db", "torchvision_resnet"};
   return {"native", "torchvision_resnet"};
 }
 
 absl::Status CheckLayout(const std::string& model_type, const std::string& layout) {
   const std::vector<std::string> layouts = LayoutsFor(model_type);
   if (std::find(layouts.begin(), layouts.end(), layout) != layouts.end()) return absl::OkStatus();
-  const bool known =
-      layout == "native" || layout == "torchvision" || layout == "torchvision_resnet";
-  return absl::InvalidArgumentError(
-      absl::StrCat(known ? absl::StrCat("--layout=", layout, " is not supported for ", model_type)
-                         : absl::StrCat("unknown --layout '", layout, "'"),
-                   "; ", model_type, " can be exported as: ", absl::StrJoin(layouts, ", "),
-                   known && layout == "torchvision"
-                       ? " ('torchvision' is torchvision's Mask R-CNN, for a MaskRCNN model)"
-                       : ""));
+  // Each whole-model layout belongs to one model type.
+  const std::map<std::string, std::string> owners = {
+      {"torchvision", "torchvision's Mask R-CNN, for a MaskRCNN model"},
+      {"mhliao_db", "MhLiao/DB's DBNet, for a DBNet model"},
+  };
+  const auto owner = owners.find(layout);
+  const bool known = owner != owners.end() || layout == "native" || layout == "torchvision_resnet";
+  return absl::InvalidArgumentError(absl::StrCat(
+      known ? absl::StrCat("--layout=", layout, " is not supported for ", model_type)
+            : absl::StrCat("unknown --layout '", layout, "'"),
+      "; ", model_type, " can be exported as: ", absl::StrJoin(layouts, ", "),
+      owner != owners.end() ? absl::StrCat(" ('", layout, "' is ", owner->second, ")") : ""));
 }
 
 absl::StatusOr<Exported> ToLayout(const std::string& model_type, const std::string& layout,
@@ -217,6 +285,7 @@ absl::StatusOr<Exported> ToLayout(const std::string& model_type, const std::stri
   VISION_RETURN_IF_ERROR(CheckLayout(model_type, layout));
   if (layout == "native") return Exported{state, {}};
   if (layout == "torchvision") return TorchvisionMaskRcnn(state);
+  if (layout == "mhliao_db") return MhLiaoDb(state);
   return TorchvisionResNet(model_type, state);
 }
 

@@ -7,6 +7,9 @@
 //  - "torchvision": torchvision's maskrcnn_resnet50_fpn keys (MaskRCNN only), loadable into
 //    torchvision.models.detection.maskrcnn_resnet50_fpn with load_state_dict(strict=True) and
 //    back into MaskRCNN through MaskRCNNOptions.weights_path.
+//  - "mhliao_db": MhLiao/DB's DBNet keys (DBNet only): its SegDetectorModel's state dict
+//    ("model.module.backbone.*", "model.module.decoder.*"), which its demo.py and eval.py load
+//    with strict=False; its ResNet's unused fc and smooth layers have no counterpart.
 //  - "torchvision_resnet": the model's ResNet backbone alone with torchvision.models.resnet*
 //    keys (conv1, bn1, layer1..layer4); torchvision's classifier (fc) has no counterpart.
 // FrozenBatchNorm2d has no num_batches_tracked; the torchvision layouts add it as 0 so that

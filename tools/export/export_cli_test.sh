@@ -37,6 +37,12 @@ expect_grep -F "(the checkpoint holds no EMA weights)" "${t}/dbnet_resnet.log"
 expect_grep -F "fc.weight and fc.bias" "${t}/dbnet_resnet.log"
 expect_grep -E "^wrote 120 tensors in the torchvision_resnet layout of DBNet" "${t}/dbnet_resnet.log"
 
+"${export_bin}" --config="${dbnet}" --checkpoint="${t}/dbnet.pt" --layout=mhliao_db \
+  --output="${t}/dbnet_mhliao.pth" >"${t}/dbnet_mhliao.log"
+expect_grep -F "model.load_state_dict(states, strict=False), and expect only those four missing" \
+  "${t}/dbnet_mhliao.log"
+expect_grep -E "^wrote 158 tensors in the mhliao_db layout of DBNet" "${t}/dbnet_mhliao.log"
+
 # refuses <name> <expected message> <command...>: exit code 1, the message on stderr, no
 # output file and no temporary one.
 refuses() {
@@ -53,8 +59,12 @@ refuses unknown_layout \
   "error: unknown --layout 'detectron2'; MaskRCNN can be exported as: native, torchvision, torchvision_resnet" \
   "${export_bin}" --config="${mask_rcnn}" --checkpoint="${t}/mask_rcnn.pt" --layout=detectron2 \
   --output="${t}/unknown_layout.pth"
+refuses mhliao_for_mask_rcnn \
+  "error: --layout=mhliao_db is not supported for MaskRCNN; MaskRCNN can be exported as: native, torchvision, torchvision_resnet ('mhliao_db' is MhLiao/DB's DBNet, for a DBNet model)" \
+  "${export_bin}" --config="${mask_rcnn}" --checkpoint="${t}/mask_rcnn.pt" --layout=mhliao_db \
+  --output="${t}/mhliao_for_mask_rcnn.pth"
 refuses unsupported_layout \
-  "error: --layout=torchvision is not supported for DBNet; DBNet can be exported as: native, torchvision_resnet" \
+  "error: --layout=torchvision is not supported for DBNet; DBNet can be exported as: native, mhliao_db, torchvision_resnet" \
   "${export_bin}" --config="${dbnet}" --checkpoint="${t}/dbnet.pt" --layout=torchvision \
   --output="${t}/unsupported_layout.pth"
 refuses wrong_model \

@@ -4,7 +4,8 @@
 //          --checkpoint=runs/mask_rcnn/best.pt --layout=torchvision --output=mask_rcnn.pth
 // The file loads with Python's torch.load(path, weights_only=True); for --layout=torchvision,
 // into torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None,
-// num_classes=K + 1) with load_state_dict(strict=True). Layouts: tools/export/export.h. The
+// num_classes=K + 1) with load_state_dict(strict=True); for --layout=mhliao_db (DBNet), into
+// MhLiao/DB's model as its demo.py loads (strict=False). Layouts: tools/export/export.h. The
 // checkpoint's EMA weights are exported when it holds them, unless --weights=model.
 #include <cstdio>
 #include <filesystem>
@@ -27,7 +28,8 @@ ABSL_FLAG(std::string, config, "", "Path of the pipeline config the checkpoint w
 ABSL_FLAG(std::string, checkpoint, "", "Checkpoint to export (checkpoint_N.pt or best.pt).");
 ABSL_FLAG(std::string, layout, "",
           "Key layout of the output: native, torchvision (MaskRCNN: torchvision's "
-          "maskrcnn_resnet50_fpn) or torchvision_resnet (the ResNet backbone alone).");
+          "maskrcnn_resnet50_fpn), mhliao_db (DBNet: MhLiao/DB's) or torchvision_resnet (the "
+          "ResNet backbone alone).");
 ABSL_FLAG(std::string, output, "", "The .pth file to write (replaced if it exists).");
 ABSL_FLAG(std::string, weights, "",
           "ema or model: which weights to export. Default: the EMA weights when the checkpoint "
@@ -101,7 +103,8 @@ int main(int argc, char** argv) {
   return vision::tools::RunDriver(
       argc, argv,
       "Exports a checkpoint's weights in a reference's layout: export --config=FILE "
-      "--checkpoint=FILE --layout=torchvision|torchvision_resnet|native --output=FILE.pth "
+      "--checkpoint=FILE --layout=torchvision|mhliao_db|torchvision_resnet|native "
+      "--output=FILE.pth "
       "[--weights=ema|model] [--override='TEXT' ...]",
       vision::tools::Run);
 }

@@ -29,6 +29,7 @@ using ::testing::HasSubstr;
 
 constexpr char kTinyMaskRcnn[] = "tools/export/testdata/mask_rcnn_tiny.pbtxt";
 constexpr char kTinyDbnet[] = "tools/export/testdata/dbnet_tiny.pbtxt";
+constexpr char kTinyDbnetDcn[] = "tools/export/testdata/dbnet_dcn_tiny.pbtxt";
 
 std::string TempPath(const std::string& name) {
   return (fs::path(std::getenv("TEST_TMPDIR")) / name).string();
@@ -144,7 +145,7 @@ TEST(ExportTest, LayoutsAModelDoesNotSupportAreRefusedNamingTheValidOnes) {
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(),
               HasSubstr("--layout=torchvision is not supported for DBNet; DBNet can be exported "
-                        "as: native, torchvision_resnet"));
+                        "as: native, mhliao_db, torchvision_resnet"));
   auto unknown = ToLayout("MaskRCNN", "detectron2", {});
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(unknown.status().message(),
@@ -154,6 +155,53 @@ TEST(ExportTest, LayoutsAModelDoesNotSupportAreRefusedNamingTheValidOnes) {
   auto resnet = ToLayout("DBNet", "torchvision_resnet", dbnet);
   ASSERT_TRUE(resnet.ok()) << resnet.status();
   EXPECT_EQ(AsMap(resnet->state).count("layer4.1.bn2.running_mean"), 1u);
+}
+
+// MhLiao/DB's names and shapes, from its decoders/seg_detector.py and backbones/resnet.py
+// (SegDetector(inner_channels=16, adaptive=True) on resnet18 / deformable_resnet18 under
+// DataParallel); the full key and shape sets were compared against its modules once, in Python.
+TEST(ExportTest, MhLiaoDbLayoutNamesTheDecoderAndDeformableOffsetsAsItsModelDoes) {
+  for (const bool dcn : {false, true}) {
+    SCOPED_TRACE(dcn ? "deformable ResNet-18" : "ResNet-18");
+    std::shared_ptr<core::Model> model = Build(dcn ? kTinyDbnetDcn : kTinyDbnet, 1);
+    Randomise(*model);
+    const std::map<std::string, at::Tensor> ours = AsMap(ModuleStateDict(*model));
+    auto exported = ToLayout("DBNet", "mhliao_db", ModuleStateDict(*model));
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    const std::map<std::string, at::Tensor> theirs = AsMap(exported->state);
+    EXPECT_EQ(theirs.size(), dcn ? 170u : 158u);
+    EXPECT_EQ(theirs.size(), ours.size());
+    const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> expected = {
+        {"model.module.decoder.in5.weight", "neck.lateral3.weight", {16, 512, 1, 1}},
+        {"model.module.decoder.in2.weight", "neck.lateral0.weight", {16, 64, 1, 1}},
+        {"model.module.decoder.out5.0.weight", "neck.smooth3.weight", {4, 16, 3, 3}},
+        {"model.module.decoder.out2.weight", "neck.smooth0.weight", {4, 16, 3, 3}},
+        {"model.module.decoder.binarize.3.weight", "head.probability.3.weight", {4, 4, 2, 2}},
+        {"model.module.decoder.binarize.6.bias", "head.probability.6.bias", {1}},
+        {"model.module.decoder.thresh.4.running_var", "head.threshold.4.running_var", {4}},
+        {"model.module.backbone.layer4.1.bn2.num_batches_tracked",
+         "backbone.layer4.1.bn2.num_batches_tracked",
+         {}},
+    };
+    for (const auto& [key, our_key, shape] : expected) {
+      ASSERT_EQ(theirs.count(key), 1u) << key;
+      EXPECT_EQ(theirs.at(key).sizes(), at::IntArrayRef(shape)) << key;
+      EXPECT_TRUE(at::equal(theirs.at(key), ours.at(our_key))) << key;
+    }
+    const std::string offset = "model.module.backbone.layer2.0.conv2_offset.weight";
+    EXPECT_EQ(theirs.count(offset), dcn ? 1u : 0u);
+    if (dcn) {
+      // 18 offsets and 9 mask logits per position, from the 128 channels of layer2.
+      EXPECT_EQ(theirs.at(offset).sizes(), at::IntArrayRef({27, 128, 3, 3}));
+      EXPECT_TRUE(
+          at::equal(theirs.at(offset), ours.at("backbone.layer2.0.conv2.conv_offset.weight")));
+      EXPECT_EQ(theirs.count("model.module.backbone.layer2.0.conv2.weight"), 1u);
+    }
+    for (const auto& [key, tensor] : theirs) {
+      EXPECT_EQ(key.find("conv_offset"), std::string::npos) << key;
+      EXPECT_EQ(key.rfind("model.module.", 0), 0u) << key;
+    }
+  }
 }
 
 TEST(ExportTest, CheckpointsEmaWeightsAreTheDefaultAndLiveOnesOnRequest) {
