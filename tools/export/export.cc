@@ -163,6 +163,51 @@ absl::StatusOr<Exported> MhLiaoDb(const StateDict& state) {
   return exported;
 }
 
+// torchvision's ResNet keys below the prefix (conv1, bn1, layer1..layer4; BatchNorm buffers).
+bool IsTorchvisionResNetKey(const std::string& name) {
+  static const std::regex kTorchvisionKey(
+      "(conv1\\.weight|bn1\\.(weight|bias|running_mean|running_var|num_batches_tracked)|"
+      "layer[1-4]\\.[0-9]+\\.(conv[1-3]\\.weight|downsample\\.0\\.weight|"
+      "(bn[1-3]|downsample\\.1)\\.(weight|bias|running_mean|running_var|num_batches_tracked)))");
+  return std::regex_match(name, kTorchvisionKey);
+}
+
+// The authors' DANet (junfu1115/DANet c7a2f60, encoding/models/danet.py): the dilated ResNet
+// as BaseNet's "pretrained", DANetHead as "head" with this project's names; no auxiliary head.
+absl::StatusOr<Exported> Junfu1115DaNet(const StateDict& state) {
+  StateDict renamed;
+  std::vector<std::string> foreign;
+  for (const auto& [key, tensor] : state) {
+    if (absl::StartsWith(key, "backbone.") && IsTorchvisionResNetKey(key.substr(9))) {
+      renamed.emplace_back("pretrained." + key.substr(9), tensor);
+    } else if (absl::StartsWith(key, "head.")) {
+      renamed.emplace_back(key, tensor);
+    } else {
+      foreign.push_back(key);
+    }
+  }
+  if (!foreign.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layout 'junfu1115_danet': the authors' DANet has no place for: ",
+        absl::StrJoin(foreign.begin(), foreign.begin() + std::min<size_t>(foreign.size(), 8), ", "),
+        " (it has no auxiliary head: train with DANetOptions.aux false; its ResNet has no "
+        "deformable convolutions)"));
+  }
+  Exported exported;
+  std::vector<std::string> added;
+  exported.state = WithBatchesTracked(renamed, &added);
+  if (!added.empty()) {
+    exported.notes.push_back(absl::StrCat(
+        added.size(), " num_batches_tracked buffers added as 0 (FrozenBatchNorm2d has none)"));
+  }
+  exported.notes.push_back(
+      "the authors' dilated ResNet also holds pretrained.fc.weight and pretrained.fc.bias, "
+      "which DANet's forward never uses and this model lacks: load with "
+      "model.load_state_dict(sd, strict=False) and expect only those two missing; its "
+      "experiments/segmentation/test.py reads torch.load(f)['state_dict'] (and ['epoch'])");
+  return exported;
+}
+
 // The ResNet inside a model: the prefix of its "conv1.weight" and "layer1.*" keys.
 absl::StatusOr<std::string> ResNetPrefix(const std::string& model_type, const StateDict& state) {
   std::set<std::string> keys;
@@ -180,16 +225,12 @@ absl::StatusOr<std::string> ResNetPrefix(const std::string& model_type, const St
 absl::StatusOr<Exported> TorchvisionResNet(const std::string& model_type, const StateDict& state) {
   absl::StatusOr<std::string> prefix = ResNetPrefix(model_type, state);
   if (!prefix.ok()) return prefix.status();
-  static const std::regex kTorchvisionKey(
-      "(conv1\\.weight|bn1\\.(weight|bias|running_mean|running_var|num_batches_tracked)|"
-      "layer[1-4]\\.[0-9]+\\.(conv[1-3]\\.weight|downsample\\.0\\.weight|"
-      "(bn[1-3]|downsample\\.1)\\.(weight|bias|running_mean|running_var|num_batches_tracked)))");
   StateDict backbone;
   std::vector<std::string> foreign;
   for (const auto& [key, tensor] : state) {
     if (!absl::StartsWith(key, *prefix)) continue;
     const std::string name = key.substr(prefix->size());
-    if (!std::regex_match(name, kTorchvisionKey)) {
+    if (!IsTorchvisionResNetKey(name)) {
       foreign.push_back(key);
       continue;
     }
@@ -260,6 +301,7 @@ StateDict ModuleStateDict(const torch::nn::Module& module) {
 std::vector<std::string> LayoutsFor(const std::string& model_type) {
   if (model_type == "MaskRCNN") return {"native", "torchvision", "torchvision_resnet"};
   if (model_type == "DBNet") return {"native", "mhliao_db", "torchvision_resnet"};
+  if (model_type == "DANet") return {"native", "junfu1115_danet", "torchvision_resnet"};
   return {"native", "torchvision_resnet"};
 }
 
@@ -270,6 +312,7 @@ absl::Status CheckLayout(const std::string& model_type, const std::string& layou
   const std::map<std::string, std::string> owners = {
       {"torchvision", "torchvision's Mask R-CNN, for a MaskRCNN model"},
       {"mhliao_db", "MhLiao/DB's DBNet, for a DBNet model"},
+      {"junfu1115_danet", "the DANet authors' junfu1115/DANet, for a DANet model"},
   };
   const auto owner = owners.find(layout);
   const bool known = owner != owners.end() || layout == "native" || layout == "torchvision_resnet";
@@ -286,6 +329,7 @@ absl::StatusOr<Exported> ToLayout(const std::string& model_type, const std::stri
   if (layout == "native") return Exported{state, {}};
   if (layout == "torchvision") return TorchvisionMaskRcnn(state);
   if (layout == "mhliao_db") return MhLiaoDb(state);
+  if (layout == "junfu1115_danet") return Junfu1115DaNet(state);
   return TorchvisionResNet(model_type, state);
 }
 

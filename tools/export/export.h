@@ -10,6 +10,9 @@
 //  - "mhliao_db": MhLiao/DB's DBNet keys (DBNet only): its SegDetectorModel's state dict
 //    ("model.module.backbone.*", "model.module.decoder.*"), which its demo.py and eval.py load
 //    with strict=False; its ResNet's unused fc and smooth layers have no counterpart.
+//  - "junfu1115_danet": the DANet authors' keys (DANet only; junfu1115/DANet c7a2f60):
+//    "pretrained.*" (the dilated ResNet) and "head.*"; its ResNet's unused fc has no
+//    counterpart, and a model with an auxiliary head is refused (theirs has none).
 //  - "torchvision_resnet": the model's ResNet backbone alone with torchvision.models.resnet*
 //    keys (conv1, bn1, layer1..layer4); torchvision's classifier (fc) has no counterpart.
 // FrozenBatchNorm2d has no num_batches_tracked; the torchvision layouts add it as 0 so that

@@ -63,6 +63,10 @@ refuses mhliao_for_mask_rcnn \
   "error: --layout=mhliao_db is not supported for MaskRCNN; MaskRCNN can be exported as: native, torchvision, torchvision_resnet ('mhliao_db' is MhLiao/DB's DBNet, for a DBNet model)" \
   "${export_bin}" --config="${mask_rcnn}" --checkpoint="${t}/mask_rcnn.pt" --layout=mhliao_db \
   --output="${t}/mhliao_for_mask_rcnn.pth"
+refuses danet_layout_for_dbnet \
+  "error: --layout=junfu1115_danet is not supported for DBNet; DBNet can be exported as: native, mhliao_db, torchvision_resnet ('junfu1115_danet' is the DANet authors' junfu1115/DANet, for a DANet model)" \
+  "${export_bin}" --config="${dbnet}" --checkpoint="${t}/dbnet.pt" --layout=junfu1115_danet \
+  --output="${t}/danet_layout_for_dbnet.pth"
 refuses unsupported_layout \
   "error: --layout=torchvision is not supported for DBNet; DBNet can be exported as: native, mhliao_db, torchvision_resnet" \
   "${export_bin}" --config="${dbnet}" --checkpoint="${t}/dbnet.pt" --layout=torchvision \

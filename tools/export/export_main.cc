@@ -28,8 +28,8 @@ ABSL_FLAG(std::string, config, "", "Path of the pipeline config the checkpoint w
 ABSL_FLAG(std::string, checkpoint, "", "Checkpoint to export (checkpoint_N.pt or best.pt).");
 ABSL_FLAG(std::string, layout, "",
           "Key layout of the output: native, torchvision (MaskRCNN: torchvision's "
-          "maskrcnn_resnet50_fpn), mhliao_db (DBNet: MhLiao/DB's) or torchvision_resnet (the "
-          "ResNet backbone alone).");
+          "maskrcnn_resnet50_fpn), mhliao_db (DBNet: MhLiao/DB's), junfu1115_danet (DANet: the "
+          "authors') or torchvision_resnet (the ResNet backbone alone).");
 ABSL_FLAG(std::string, output, "", "The .pth file to write (replaced if it exists).");
 ABSL_FLAG(std::string, weights, "",
           "ema or model: which weights to export. Default: the EMA weights when the checkpoint "
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   return vision::tools::RunDriver(
       argc, argv,
       "Exports a checkpoint's weights in a reference's layout: export --config=FILE "
-      "--checkpoint=FILE --layout=torchvision|mhliao_db|torchvision_resnet|native "
+      "--checkpoint=FILE --layout=torchvision|mhliao_db|junfu1115_danet|torchvision_resnet|native "
       "--output=FILE.pth "
       "[--weights=ema|model] [--override='TEXT' ...]",
       vision::tools::Run);

@@ -30,6 +30,7 @@ using ::testing::HasSubstr;
 constexpr char kTinyMaskRcnn[] = "tools/export/testdata/mask_rcnn_tiny.pbtxt";
 constexpr char kTinyDbnet[] = "tools/export/testdata/dbnet_tiny.pbtxt";
 constexpr char kTinyDbnetDcn[] = "tools/export/testdata/dbnet_dcn_tiny.pbtxt";
+constexpr char kTinyDanet[] = "tools/export/testdata/danet_tiny.pbtxt";
 
 std::string TempPath(const std::string& name) {
   return (fs::path(std::getenv("TEST_TMPDIR")) / name).string();
@@ -202,6 +203,40 @@ TEST(ExportTest, MhLiaoDbLayoutNamesTheDecoderAndDeformableOffsetsAsItsModelDoes
       EXPECT_EQ(key.rfind("model.module.", 0), 0u) << key;
     }
   }
+}
+
+// The DANet authors' names (junfu1115/DANet c7a2f60: BaseNet's "pretrained" ResNet, DANetHead
+// "head"); the full key and shape sets of a ResNet-50 DANet were compared against its modules
+// once, in Python.
+TEST(ExportTest, Junfu1115DanetLayoutIsPretrainedAndHead) {
+  std::shared_ptr<core::Model> model = Build(kTinyDanet, 1);
+  Randomise(*model);
+  const std::map<std::string, at::Tensor> ours = AsMap(ModuleStateDict(*model));
+  auto exported = ToLayout("DANet", "junfu1115_danet", ModuleStateDict(*model));
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  const std::map<std::string, at::Tensor> theirs = AsMap(exported->state);
+  EXPECT_EQ(theirs.size(), ours.size());
+  for (const auto& [key, our_key] : std::vector<std::pair<std::string, std::string>>{
+           {"pretrained.conv1.weight", "backbone.conv1.weight"},
+           {"pretrained.layer4.1.bn2.running_var", "backbone.layer4.1.bn2.running_var"},
+           {"head.conv5a.0.weight", "head.conv5a.0.weight"},
+           {"head.sa.query_conv.bias", "head.sa.query_conv.bias"},
+           {"head.sc.gamma", "head.sc.gamma"},
+           {"head.conv8.1.weight", "head.conv8.1.weight"}}) {
+    ASSERT_EQ(theirs.count(key), 1u) << key;
+    EXPECT_TRUE(at::equal(theirs.at(key), ours.at(our_key))) << key;
+  }
+  EXPECT_THAT(absl::StrJoin(exported->notes, "\n"), HasSubstr("pretrained.fc.weight"));
+
+  // The authors' DANet has no auxiliary head: a model with one is refused, naming it.
+  std::shared_ptr<core::Model> with_aux =
+      Build(kTinyDanet, 1,
+            {"model { options { [type.googleapis.com/vision.models.danet.DANetOptions] { aux: true "
+             "} } }"});
+  auto refused = ToLayout("DANet", "junfu1115_danet", ModuleStateDict(*with_aux));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("auxlayer."));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("DANetOptions.aux false"));
 }
 
 TEST(ExportTest, CheckpointsEmaWeightsAreTheDefaultAndLiveOnesOnRequest) {
