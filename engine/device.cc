@@ -5,6 +5,7 @@
 #include <torch/version.h>
 
 #ifdef VISION_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -13,6 +14,21 @@
 #include "absl/strings/str_cat.h"
 
 namespace vision::engine {
+
+std::optional<double> PeakDeviceMemoryMiB(const c10::Device& device) {
+#ifdef VISION_WITH_CUDA
+  if (device.is_cuda()) {
+    const c10::DeviceIndex index =
+        device.has_index() ? device.index() : c10::cuda::current_device();
+    const c10::CachingDeviceAllocator::DeviceStats stats =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+    const size_t aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return static_cast<double>(stats.allocated_bytes[aggregate].peak) / (1 << 20);
+  }
+#endif
+  (void)device;
+  return std::nullopt;
+}
 
 std::string BuildDescription() {
 #ifdef VISION_WITH_CUDA

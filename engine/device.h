@@ -2,6 +2,7 @@
 #ifndef VISION_ENGINE_DEVICE_H_
 #define VISION_ENGINE_DEVICE_H_
 
+#include <optional>
 #include <string>
 
 #include <c10/core/Device.h>
@@ -20,6 +21,11 @@ absl::StatusOr<c10::Device> ResolveDevice(const std::string& name, int local_ran
 // Process-wide switches for `device`: cuDNN's algorithm search for convolutions when
 // `cudnn_benchmark` (fastest for fixed input sizes; off gives run-to-run identical results).
 void ConfigureDevice(const c10::Device& device, bool cudnn_benchmark);
+
+// The CUDA caching allocator's peak of allocated memory on `device` since the process started,
+// in MiB (torch.cuda.max_memory_allocated, what detection trainers log as "memory"); nullopt
+// for the CPU or a build without CUDA.
+std::optional<double> PeakDeviceMemoryMiB(const c10::Device& device);
 
 // "LibTorch 2.11.0 with CUDA 13.0" or "LibTorch 2.11.0, CPU only": what this binary links.
 std::string BuildDescription();

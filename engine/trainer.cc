@@ -575,6 +575,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Summarize(double seconds) {
   if (absl::StatusOr<double> peak = logging::PeakResidentMemoryMiB(); peak.ok()) {
     summary.peak_memory_mib = *peak;
   }
+  summary.peak_device_memory_mib = PeakDeviceMemoryMiB(device_);
   if (p_.evaluator != nullptr && state_.has_best_metric) {
     summary.best_metric_name = p_.evaluator->MainMetric();
     summary.best_metric_value = state_.best_metric;

@@ -91,6 +91,9 @@ std::string FormatTrainingSummary(const TrainingSummary& summary) {
   } else {
     out += "?";
   }
+  if (summary.peak_device_memory_mib.has_value()) {
+    absl::StrAppendFormat(&out, "  peak CUDA %.0f MiB", *summary.peak_device_memory_mib);
+  }
   if (!summary.best_metric_name.empty()) {
     absl::StrAppendFormat(&out, "  best %s %.4f at step %d", summary.best_metric_name,
                           summary.best_metric_value, summary.best_metric_step);

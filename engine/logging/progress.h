@@ -68,6 +68,8 @@ struct TrainingSummary {
   double images_per_second = 0;
   // From PeakResidentMemoryMiB(); nullopt prints "?".
   std::optional<double> peak_memory_mib;
+  // On a GPU, the caching allocator's peak (engine::PeakDeviceMemoryMiB); shown when set.
+  std::optional<double> peak_device_memory_mib;
   // Empty when no evaluation ran.
   std::string best_metric_name;
   double best_metric_value = 0;
@@ -77,7 +79,7 @@ struct TrainingSummary {
 };
 
 // E.g. "trained 3000 steps in 1:23:45  12.3 img/s  peak RSS 1234 MiB  best hmean 0.8123 at step
-// 2500".
+// 2500"; on a GPU "... peak RSS 1234 MiB  peak CUDA 9876 MiB ...".
 std::string FormatTrainingSummary(const TrainingSummary& summary);
 
 // The process's peak resident set size (VmHWM of /proc/self/status) in MiB. Fails where there

@@ -100,6 +100,11 @@ TEST(ProgressTest, SummaryLine) {
   summary.skipped_samples = 3;
   EXPECT_EQ(FormatTrainingSummary(summary),
             "trained 3000 steps in 1:23:45  12.3 img/s  peak RSS ?  skipped 3 bad samples");
+  summary.peak_memory_mib = 700;
+  summary.peak_device_memory_mib = 9876.4;
+  EXPECT_EQ(FormatTrainingSummary(summary),
+            "trained 3000 steps in 1:23:45  12.3 img/s  peak RSS 700 MiB  peak CUDA 9876 MiB  "
+            "skipped 3 bad samples");
 }
 
 TEST(ProgressTest, ParseVmHwm) {

@@ -245,6 +245,7 @@ absl::StatusOr<std::vector<ScalingRow>> ScalingTable(const std::vector<RunMeasur
     row.images_per_second_per_process = row.images_per_second / n;
     row.peak_rss_mib_max = run->peak_rss_mib_max;
     row.peak_rss_mib_rank0 = run->peak_rss_mib_rank0;
+    row.peak_cuda_mib_rank0 = run->peak_cuda_mib_rank0;
     rows.push_back(row);
   }
   for (ScalingRow& row : rows) {
@@ -260,23 +261,26 @@ std::string FormatTable(const std::vector<ScalingRow>& rows) {
       "speed-up and efficiency against %d process%s; times in ms per step, mean over the traced "
       "steps and ranks\n",
       rows.front().processes, rows.front().processes == 1 ? "" : "es");
-  absl::StrAppendFormat(&out, "%5s %9s %10s %8s %6s %8s %8s %8s %8s %9s %8s %7s %7s %8s\n", "procs",
-                        "img/s", "img/s/proc", "speed-up", "effic", "step", "data", "forward",
-                        "backward", "comm_wait", "optim", "other", "hidden", "peak_MiB");
+  absl::StrAppendFormat(&out, "%5s %9s %10s %8s %6s %8s %8s %8s %8s %9s %8s %7s %7s %8s %8s\n",
+                        "procs", "img/s", "img/s/proc", "speed-up", "effic", "step", "data",
+                        "forward", "backward", "comm_wait", "optim", "other", "hidden", "peak_MiB",
+                        "cuda_MiB");
   for (const ScalingRow& r : rows) {
     absl::StrAppendFormat(
-        &out, "%5d %9.2f %10.2f %7.2fx %5.0f%% %8.1f %8.1f %8.1f %8.1f %9.1f %8.1f %7.1f %7s %8s\n",
+        &out,
+        "%5d %9.2f %10.2f %7.2fx %5.0f%% %8.1f %8.1f %8.1f %8.1f %9.1f %8.1f %7.1f %7s %8s %8s\n",
         r.processes, r.images_per_second, r.images_per_second_per_process, r.speedup,
         100 * r.efficiency, r.step_ms, r.phase_ms[0], r.phase_ms[1], r.phase_ms[2], r.phase_ms[3],
         r.phase_ms[4], r.other_ms,
         r.hidden_comm_share.has_value() ? absl::StrFormat("%.0f%%", 100 * *r.hidden_comm_share)
                                         : "-",
-        Optional(r.peak_rss_mib_rank0, "%.0f"));
+        Optional(r.peak_rss_mib_rank0, "%.0f"), Optional(r.peak_cuda_mib_rank0, "%.0f"));
   }
   out +=
       "comm_wait: finish_backward, waiting for the gradient collectives after backward; other: "
       "the step outside the phases; hidden: collective time inside backward / collective time; "
-      "peak_MiB: rank 0's peak RSS during training (the trainer's closing line)\n";
+      "peak_MiB: rank 0's peak RSS during training (the trainer's closing line); cuda_MiB: on a "
+      "GPU, rank 0's CUDA caching-allocator peak (torch.cuda.max_memory_allocated)\n";
   return out;
 }
 
@@ -303,18 +307,22 @@ nlohmann::ordered_json RowsToJson(const std::vector<ScalingRow>& rows) {
     row["hidden_communication_share"] = optional(r.hidden_comm_share);
     row["peak_rss_mib_max"] = optional(r.peak_rss_mib_max);
     row["peak_rss_mib_rank0"] = optional(r.peak_rss_mib_rank0);
+    row["peak_cuda_mib_rank0"] = optional(r.peak_cuda_mib_rank0);
     out.push_back(std::move(row));
   }
   return out;
 }
 
-std::optional<double> ParseRank0PeakRssMiB(absl::string_view log) {
+namespace {
+
+// The number before " MiB" after `label` in rank 0's closing line; the last such line wins.
+std::optional<double> ParseRank0Peak(absl::string_view log, absl::string_view label) {
   std::optional<double> peak;
   for (absl::string_view line : absl::StrSplit(log, '\n')) {
     if (!absl::ConsumePrefix(&line, "[rank 0]: trained ")) continue;
-    const size_t at = line.find("peak RSS ");
+    const size_t at = line.find(label);
     if (at == absl::string_view::npos) continue;
-    absl::string_view rest = line.substr(at + 9);
+    absl::string_view rest = line.substr(at + label.size());
     const size_t end = rest.find(" MiB");
     double value = 0;
     if (end != absl::string_view::npos && absl::SimpleAtod(rest.substr(0, end), &value)) {
@@ -322,6 +330,16 @@ std::optional<double> ParseRank0PeakRssMiB(absl::string_view log) {
     }
   }
   return peak;
+}
+
+}  // namespace
+
+std::optional<double> ParseRank0PeakRssMiB(absl::string_view log) {
+  return ParseRank0Peak(log, "peak RSS ");
+}
+
+std::optional<double> ParseRank0PeakCudaMiB(absl::string_view log) {
+  return ParseRank0Peak(log, "peak CUDA ");
 }
 
 }  // namespace vision::tools::scaling

@@ -70,6 +70,8 @@ struct RunMeasurement {
   // absent when unknown.
   std::optional<double> peak_rss_mib_max;
   std::optional<double> peak_rss_mib_rank0;
+  // On a GPU, rank 0's CUDA caching-allocator peak (the trainer's "peak CUDA"); else absent.
+  std::optional<double> peak_cuda_mib_rank0;
 };
 
 // One row of the table. Times are means over the traced steps and over ranks.
@@ -92,6 +94,7 @@ struct ScalingRow {
   std::optional<double> hidden_comm_share;
   std::optional<double> peak_rss_mib_max;
   std::optional<double> peak_rss_mib_rank0;
+  std::optional<double> peak_cuda_mib_rank0;
 };
 
 // One row per run, sorted by process count; the baseline is the smallest count. An error when
@@ -109,6 +112,10 @@ nlohmann::ordered_json RowsToJson(const std::vector<ScalingRow>& rows);
 // ("[rank 0]: trained 8 steps in 0:00:05  9.1 img/s  peak RSS 812 MiB ..."); absent when the
 // log has no such line or the trainer printed "peak RSS ?".
 std::optional<double> ParseRank0PeakRssMiB(absl::string_view log);
+
+// The same for the CUDA caching allocator's peak ("... peak CUDA 9876 MiB"), which the trainer
+// prints when it trains on a GPU; absent otherwise.
+std::optional<double> ParseRank0PeakCudaMiB(absl::string_view log);
 
 }  // namespace vision::tools::scaling
 

@@ -330,7 +330,9 @@ absl::Status Run(const std::vector<std::string>& overrides) {
       VISION_ASSIGN_OR_RETURN(RankTiming timing, TimeRank(spans, trace));
       run.ranks.push_back(timing);
     }
-    run.peak_rss_mib_rank0 = ParseRank0PeakRssMiB(ReadFile(log));
+    const std::string log_text = ReadFile(log);
+    run.peak_rss_mib_rank0 = ParseRank0PeakRssMiB(log_text);
+    run.peak_cuda_mib_rank0 = ParseRank0PeakCudaMiB(log_text);
     run.peak_rss_mib_max = finished.max_rss_mib;
     runs.push_back(std::move(run));
     nlohmann::ordered_json& about = runs_json[std::to_string(n)];

@@ -268,6 +268,14 @@ TEST(ParseRank0PeakRssTest, TheTrainersClosingLineOfRankZero) {
   EXPECT_FALSE(ParseRank0PeakRssMiB("[rank 0]: trained 8 steps in 0:00:05  1 img/s  peak RSS ?\n")
                    .has_value());
   EXPECT_FALSE(ParseRank0PeakRssMiB("").has_value());
+  // On a GPU the closing line also carries the caching allocator's peak.
+  const std::string gpu_log =
+      "[rank 0]: trained 8 steps in 0:00:05  9.1 img/s  peak RSS 812 MiB  peak CUDA 4321 MiB\n";
+  EXPECT_EQ(ParseRank0PeakRssMiB(gpu_log), 812);
+  EXPECT_EQ(ParseRank0PeakCudaMiB(gpu_log), 4321);
+  EXPECT_FALSE(
+      ParseRank0PeakCudaMiB("[rank 0]: trained 8 steps in 0:00:05  1 img/s  peak RSS 9 MiB\n")
+          .has_value());
 }
 
 TEST(DrawScalingPlotTest, TwoPanelsOnWhite) {
