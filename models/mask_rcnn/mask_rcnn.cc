@@ -288,6 +288,21 @@ absl::StatusOr<std::unique_ptr<MaskRCNN>> MaskRCNN::Create(const MaskRCNNOptions
     }
     if (!report.complete()) absl::StrAppend(&model->imported_weights_, "; loaded partially");
     model->imported_weights_ += ")";
+  } else if (backbones::ResNetOptions resnet;
+             options.backbone().options().UnpackTo(&resnet) && !resnet.has_weights_path() &&
+             (resnet.frozen_batchnorm() || resnet.frozen_stages() > 0)) {
+    // Frozen BatchNorm keeps the statistics it starts with and frozen stages their weights:
+    // without pretrained weights both stay at their initial values for the whole run, which
+    // trains badly and is easy to miss (the COCO recipe ships without a weights path).
+    TORCH_WARN("MaskRCNN: the backbone (", options.backbone().type(), ") has ",
+               resnet.frozen_batchnorm() ? "frozen BatchNorm" : "",
+               resnet.frozen_batchnorm() && resnet.frozen_stages() > 0 ? " and " : "",
+               resnet.frozen_stages() > 0 ? absl::StrCat(resnet.frozen_stages(), " frozen stage(s)")
+                                          : std::string(),
+               " but loads no weights, so they keep their initial values for the whole run. Set ",
+               "the backbone's weights_path (torchvision's ImageNet file, e.g. "
+               "resnet50-0676ba61.pth) or MaskRCNNOptions.weights_path, or train them "
+               "(frozen_batchnorm: false, frozen_stages: 0)");
   }
   return model;
 }

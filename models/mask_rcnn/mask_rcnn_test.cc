@@ -4,6 +4,7 @@
 #include "models/mask_rcnn/mask_rcnn.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/Exception.h>
 #include <torch/utils.h>
 
 #include <algorithm>
@@ -109,6 +110,38 @@ TEST(MaskRcnnTest, StatesWhatItTrainsOnAndMakesInstanceTargets) {
   // The crowd region is left out; the mask is rasterised at the image's size.
   EXPECT_EQ(instances.at("boxes").size(0), 1);
   EXPECT_EQ(instances.at("masks").sizes(), (std::vector<int64_t>{1, 20, 30}));
+}
+
+// Collects the warnings TORCH_WARN raises while it is installed.
+class WarningCollector : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override { messages.push_back(warning.msg()); }
+  std::vector<std::string> messages;
+};
+
+// A frozen backbone without weights stays at its initial values: said at creation, not left
+// for the user to discover from a bad run.
+TEST(MaskRcnnTest, FrozenBackboneWithoutWeightsIsWarnedAbout) {
+  WarningCollector frozen;
+  {
+    c10::WarningUtils::WarningHandlerGuard guard(&frozen);
+    Tiny(3);
+  }
+  ASSERT_EQ(frozen.messages.size(), 1u);
+  EXPECT_THAT(frozen.messages[0], HasSubstr("backbone (ResNet18) has frozen BatchNorm but loads "
+                                            "no weights"));
+  EXPECT_THAT(frozen.messages[0], HasSubstr("weights_path"));
+
+  MaskRCNNOptions trained = TinyOptions(3);
+  backbones::ResNetOptions resnet;
+  resnet.set_frozen_batchnorm(false);
+  trained.mutable_backbone()->mutable_options()->PackFrom(resnet);
+  WarningCollector none;
+  {
+    c10::WarningUtils::WarningHandlerGuard guard(&none);
+    EXPECT_TRUE(MaskRCNN::Create(trained).ok());
+  }
+  EXPECT_THAT(none.messages, ::testing::IsEmpty());
 }
 
 TEST(MaskRcnnTest, TorchvisionWeightsWithAnotherClassCountLeaveThePredictorsNew) {
