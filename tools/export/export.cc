@@ -38,6 +38,14 @@ void AppendState(const torch::nn::Module& module, const std::string& prefix, Sta
   }
 }
 
+// The first eight of `keys`, then how many more.
+std::string FirstKeys(const std::vector<std::string>& keys) {
+  const size_t shown = std::min<size_t>(keys.size(), 8);
+  return absl::StrCat(
+      absl::StrJoin(keys.begin(), keys.begin() + shown, ", "),
+      keys.size() > shown ? absl::StrCat(" and ", keys.size() - shown, " more") : "");
+}
+
 // This project's Mask R-CNN key -> torchvision's, the inverse of FromTorchvisionKey.
 std::string ToTorchvisionMaskRcnnKey(const std::string& key) {
   for (int i = 0; i < 8; ++i) {
@@ -57,27 +65,34 @@ std::string ToTorchvisionMaskRcnnKey(const std::string& key) {
   return key;
 }
 
-// Adds num_batches_tracked = 0 after each BatchNorm-like "<m>.running_var" that lacks one
-// (FrozenBatchNorm2d), so that torch.nn.BatchNorm2d loads the file strictly.
-StateDict WithBatchesTracked(const StateDict& state, std::vector<std::string>* added) {
+// `state` with num_batches_tracked = 0 added after each BatchNorm-like "<m>.running_var" that
+// lacks one (FrozenBatchNorm2d), so that `target`'s torch.nn.BatchNorm2d loads the file
+// strictly; says so in a note when it added any.
+Exported WithBatchesTracked(const StateDict& state, const std::string& target) {
   std::set<std::string> keys;
   for (const auto& [key, tensor] : state) keys.insert(key);
-  StateDict out;
+  Exported exported;
+  size_t added = 0;
   for (const auto& [key, tensor] : state) {
-    out.emplace_back(key, tensor);
+    exported.state.emplace_back(key, tensor);
     if (!absl::EndsWith(key, ".running_var")) continue;
     const std::string tracked =
         key.substr(0, key.size() - std::string("running_var").size()) + "num_batches_tracked";
     if (keys.count(tracked) == 0) {
-      out.emplace_back(tracked, at::zeros({}, at::kLong));
-      added->push_back(tracked);
+      exported.state.emplace_back(tracked, at::zeros({}, at::kLong));
+      ++added;
     }
   }
-  return out;
+  if (added > 0) {
+    exported.notes.push_back(absl::StrCat(added,
+                                          " num_batches_tracked buffers added as 0 "
+                                          "(FrozenBatchNorm2d has none; ",
+                                          target, "'s BatchNorm2d expects them)"));
+  }
+  return exported;
 }
 
 absl::StatusOr<Exported> TorchvisionMaskRcnn(const StateDict& state) {
-  Exported exported;
   StateDict renamed;
   for (const auto& [key, tensor] : state) {
     const std::string theirs = ToTorchvisionMaskRcnnKey(key);
@@ -89,15 +104,7 @@ absl::StatusOr<Exported> TorchvisionMaskRcnn(const StateDict& state) {
     }
     renamed.emplace_back(theirs, tensor);
   }
-  std::vector<std::string> added;
-  exported.state = WithBatchesTracked(renamed, &added);
-  if (!added.empty()) {
-    exported.notes.push_back(
-        absl::StrCat(added.size(),
-                     " num_batches_tracked buffers added as 0 (FrozenBatchNorm2d has none; "
-                     "torchvision's BatchNorm2d expects them)"));
-  }
-  return exported;
+  return WithBatchesTracked(renamed, "torchvision");
 }
 
 // This project's DBNet key -> MhLiao/DB's (its SegDetectorModel's state dict: BasicModel under
@@ -142,20 +149,10 @@ absl::StatusOr<Exported> MhLiaoDb(const StateDict& state) {
     }
   }
   if (!foreign.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layout 'mhliao_db': MhLiao/DB's SegDetectorModel has no place for: ",
-                     absl::StrJoin(foreign.begin(),
-                                   foreign.begin() + std::min<size_t>(foreign.size(), 8), ", ")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layout 'mhliao_db': MhLiao/DB's SegDetectorModel has no place for: ", FirstKeys(foreign)));
   }
-  Exported exported;
-  std::vector<std::string> added;
-  exported.state = WithBatchesTracked(renamed, &added);
-  if (!added.empty()) {
-    exported.notes.push_back(
-        absl::StrCat(added.size(),
-                     " num_batches_tracked buffers added as 0 (FrozenBatchNorm2d "
-                     "has none; MhLiao/DB's BatchNorm2d has them)"));
-  }
+  Exported exported = WithBatchesTracked(renamed, "MhLiao/DB");
   exported.notes.push_back(
       "MhLiao/DB's ResNet also holds backbone.fc.* and backbone.smooth.*, which its forward never "
       "uses and this model lacks: load as its demo.py and eval.py do, "
@@ -188,18 +185,11 @@ absl::StatusOr<Exported> Junfu1115DaNet(const StateDict& state) {
   }
   if (!foreign.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "layout 'junfu1115_danet': the authors' DANet has no place for: ",
-        absl::StrJoin(foreign.begin(), foreign.begin() + std::min<size_t>(foreign.size(), 8), ", "),
+        "layout 'junfu1115_danet': the authors' DANet has no place for: ", FirstKeys(foreign),
         " (it has no auxiliary head: train with DANetOptions.aux false; its ResNet has no "
         "deformable convolutions)"));
   }
-  Exported exported;
-  std::vector<std::string> added;
-  exported.state = WithBatchesTracked(renamed, &added);
-  if (!added.empty()) {
-    exported.notes.push_back(absl::StrCat(
-        added.size(), " num_batches_tracked buffers added as 0 (FrozenBatchNorm2d has none)"));
-  }
+  Exported exported = WithBatchesTracked(renamed, "junfu1115/DANet");
   exported.notes.push_back(
       "the authors' dilated ResNet also holds pretrained.fc.weight and pretrained.fc.bias, "
       "which DANet's forward never uses and this model lacks: load with "
@@ -240,20 +230,12 @@ absl::StatusOr<Exported> TorchvisionResNet(const std::string& model_type, const 
     return absl::InvalidArgumentError(absl::StrCat(
         "layout 'torchvision_resnet': the backbone has tensors torchvision's ResNet has no place "
         "for (a deformable convolution's offsets?): ",
-        absl::StrJoin(foreign.begin(), foreign.begin() + std::min<size_t>(foreign.size(), 8), ", "),
-        foreign.size() > 8 ? absl::StrCat(" and ", foreign.size() - 8, " more") : ""));
+        FirstKeys(foreign)));
   }
-  Exported exported;
-  std::vector<std::string> added;
-  exported.state = WithBatchesTracked(backbone, &added);
-  exported.notes.push_back(
+  Exported exported = WithBatchesTracked(backbone, "torchvision");
+  exported.notes.insert(
+      exported.notes.begin(),
       absl::StrCat("the ResNet under '", *prefix, "', renamed to torchvision.models.resnet* keys"));
-  if (!added.empty()) {
-    exported.notes.push_back(
-        absl::StrCat(added.size(),
-                     " num_batches_tracked buffers added as 0 (FrozenBatchNorm2d has none; "
-                     "torchvision's BatchNorm2d expects them)"));
-  }
   exported.notes.push_back(
       "fc.weight and fc.bias (torchvision's ImageNet classifier) are absent: this backbone has "
       "no classifier. Load with model.fc = torch.nn.Identity() before "
