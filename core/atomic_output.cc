@@ -82,6 +82,27 @@ absl::Status RenameDurably(const std::string& from, const std::string& to) {
   return FsyncPath(parent.empty() ? "." : parent.string(), /*directory=*/true);
 }
 
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string partial = absl::StrCat(path, ".partial-", ::getpid());
+  std::FILE* file = std::fopen(partial.c_str(), "wb");
+  if (file == nullptr) return ErrnoError("cannot create", partial);
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  int error = ok ? 0 : errno;
+  if (std::fclose(file) != 0 && ok) {
+    ok = false;
+    error = errno;
+  }
+  absl::Status status;
+  if (!ok) {
+    errno = error;
+    status = ErrnoError("cannot write", partial);
+  }
+  if (status.ok()) status = FsyncPath(partial, /*directory=*/false);
+  if (status.ok()) status = RenameDurably(partial, path);
+  if (!status.ok()) std::remove(partial.c_str());
+  return status;
+}
+
 absl::StatusOr<std::unique_ptr<StagedDirectory>> StagedDirectory::Create(
     const std::string& final_dir) {
   fs::path final_path = fs::path(final_dir).lexically_normal();

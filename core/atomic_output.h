@@ -18,6 +18,10 @@ absl::Status FsyncPath(const std::string& path, bool directory);
 // Renames `from` to `to` (same file system; replaces a file `to`) and fsyncs `to`'s directory.
 absl::Status RenameDurably(const std::string& from, const std::string& to);
 
+// Writes `bytes` to `path` complete or not at all: a temporary "<path>.partial-<pid>" beside
+// it, fsynced, renamed into place; on any error the temporary is removed and `path` untouched.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
 // A directory of outputs that appears only when everything in it was written: a tool writes
 // into path(), a sibling "<final>.partial-<pid>-<random>" of the final directory, and Commit()
 // moves the contents into place. Without Commit() (an error return, an exception) the

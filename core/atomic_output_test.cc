@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -105,6 +106,22 @@ TEST(RenameDurablyTest, ReplacesAndReportsErrors) {
   ASSERT_TRUE(RenameDurably(dir + "/a.tmp", dir + "/a").ok());
   EXPECT_EQ(Read(fs::path(dir) / "a"), "new");
   EXPECT_THAT(RenameDurably(dir + "/missing", dir + "/b").message(), HasSubstr("cannot rename"));
+}
+
+TEST(WriteFileAtomicallyTest, WritesWholeOrLeavesNothing) {
+  const std::string dir = Tmp("write");
+  fs::create_directories(dir);
+  Write(fs::path(dir) / "out.json", "old");
+  ASSERT_TRUE(WriteFileAtomically(dir + "/out.json", "new contents").ok());
+  EXPECT_EQ(Read(fs::path(dir) / "out.json"), "new contents");
+  // A directory that does not exist: an error naming the temporary, and nothing written.
+  const absl::Status missing = WriteFileAtomically(dir + "/no/such/out.json", "x");
+  EXPECT_THAT(missing.message(), HasSubstr("out.json.partial-"));
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"out.json"});
 }
 
 }  // namespace

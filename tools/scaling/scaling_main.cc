@@ -124,29 +124,6 @@ std::string LastLines(const std::string& text, int count) {
   return absl::StrJoin(lines, "\n");
 }
 
-// Writes `bytes` to `path` complete or not at all (a temporary file renamed into place).
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string partial = absl::StrCat(path, ".partial-", ::getpid());
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      fs::remove(partial, ignored);
-      return absl::UnavailableError(
-          absl::StrCat("cannot write ", partial, ": ", std::strerror(errno)));
-    }
-  }
-  absl::Status status = core::FsyncPath(partial, /*directory=*/false);
-  if (status.ok()) status = core::RenameDurably(partial, path);
-  if (!status.ok()) {
-    std::error_code ignored;
-    fs::remove(partial, ignored);
-  }
-  return status;
-}
-
 struct Finished {
   int exit_code = 0;  // 128 + N for death by signal N
   // The largest resident set of the process and of every descendant it waited for (Linux
@@ -277,7 +254,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
       if (name.rfind("trace_rank", 0) == 0) fs::remove(entry.path(), error);
     }
     const std::string run_config = (dir / "config.pbtxt").string();
-    VISION_RETURN_IF_ERROR(WriteFileAtomically(
+    VISION_RETURN_IF_ERROR(core::WriteFileAtomically(
         run_config,
         absl::StrCat("# Written by tools/scaling from ", config_path, " for ", n, " process(es).\n",
                      core::ConfigToText(TimedConfig(config, warmup, steps, dir.string())))));
@@ -358,7 +335,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   json["cores"] = cores;
   json["runs"] = runs_json;
   const std::string json_path = (output_dir / "scaling.json").string();
-  VISION_RETURN_IF_ERROR(WriteFileAtomically(json_path, json.dump(2) + "\n"));
+  VISION_RETURN_IF_ERROR(core::WriteFileAtomically(json_path, json.dump(2) + "\n"));
 
   std::vector<uchar> png;
   const cv::Mat plot =
@@ -369,7 +346,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
     return absl::InternalError("OpenCV could not encode the plot as PNG");
   }
   const std::string png_path = (output_dir / "scaling.png").string();
-  VISION_RETURN_IF_ERROR(WriteFileAtomically(png_path, std::string(png.begin(), png.end())));
+  VISION_RETURN_IF_ERROR(core::WriteFileAtomically(png_path, std::string(png.begin(), png.end())));
   std::printf("\nwritten: %s, %s\n", json_path.c_str(), png_path.c_str());
   return absl::OkStatus();
 }
