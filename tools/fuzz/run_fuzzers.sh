@@ -98,4 +98,8 @@ for target in "${targets[@]}"; do
   grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb|cov: " \
     "$log" | tail -n 4 || true
 done
+# A CI run keeps its corpus and logs only when they show a finding.
+if [[ $ci -eq 1 && $status -eq 0 ]]; then
+  rm -rf "$work"
+fi
 exit "$status"
