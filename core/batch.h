@@ -2,6 +2,7 @@
 #ifndef VISION_CORE_BATCH_H_
 #define VISION_CORE_BATCH_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -43,6 +44,10 @@ struct Batch {
   std::vector<std::map<std::string, at::Tensor>> instances;
   // The samples' annotations (images released), for losses that need lists and for evaluation.
   std::vector<Sample> samples;
+  // Each image's {height, width} as it came to the collation: after every augmentation (its
+  // own padding included), before the padding to the batch's size. Empty when the batch was
+  // not collated by data::Collate.
+  std::vector<std::array<int64_t, 2>> collated_sizes;
 
   // targets[name], checked to have `sizes` (the [N, H, W] the caller's outputs have). A missing
   // target or another shape throws c10::Error starting with `who` (e.g. "DBNet::Losses"):
@@ -55,6 +60,12 @@ struct Batch {
   // for CUDA devices) do not block the host. image_sizes stays on the host.
   void To(const c10::Device& device);
 };
+
+// The batch as batches of images of one collated size each (groups in the order of their first
+// image; within a group, the batch's order), so that no image is padded to another's size:
+// each part equals what collating its samples alone gives. A batch of one size (or without
+// collated_sizes) comes back whole. The tensors must be on the host (before Batch::To).
+std::vector<Batch> SplitByCollatedSize(Batch batch);
 
 }  // namespace vision::core
 

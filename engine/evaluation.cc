@@ -1,10 +1,11 @@
 #include "engine/evaluation.h"
 
-#include <chrono>
-
 #include <ATen/ATen.h>
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
+#include "core/batch.h"
 #include "core/segmentation_model.h"
 #include "core/status_macros.h"
 #include "core/torch_guard.h"
@@ -35,8 +36,8 @@ EvaluationJob EvaluationJobFromConfig(
   job.dataset = dataset;
   for (const auto& a : augmentations) job.augmentations.push_back(a.get());
   job.evaluator = evaluator;
-  job.loader = LoaderOptionsFromConfig(config.eval_data().loader(), config.seed(),
-                                       device.is_cuda());
+  job.loader =
+      LoaderOptionsFromConfig(config.eval_data().loader(), config.seed(), device.is_cuda());
   job.device = device;
   job.collectives = collectives;
   if (config.evaluation().has_segmentation_inference()) {
@@ -65,35 +66,43 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
     core::SegmentationModel* segmentation_model = nullptr;
     SegmentationInferenceOptions segmentation_options;
     if (job.segmentation_inference.has_value()) {
-      VISION_ASSIGN_OR_RETURN(segmentation_model,
-                              core::SegmentationModelForInference(job.model));
-      VISION_ASSIGN_OR_RETURN(segmentation_options,
-                              SegmentationInferenceOptionsFromProto(*job.segmentation_inference,
-                                                                    options.batch_size));
+      VISION_ASSIGN_OR_RETURN(segmentation_model, core::SegmentationModelForInference(job.model));
+      VISION_ASSIGN_OR_RETURN(
+          segmentation_options,
+          SegmentationInferenceOptionsFromProto(*job.segmentation_inference, options.batch_size));
     }
     while (true) {
-      VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> batch, loader.Next());
-      if (!batch.has_value()) break;
-      const auto predict_start = std::chrono::steady_clock::now();
-      batch->To(job.device);
-      std::vector<core::Sample> predictions =
-          segmentation_model != nullptr
-              ? PredictSegmentation(*segmentation_model, *batch, segmentation_options)
-              : job.model->Predict(*batch);
-      if (job.on_batch_predicted) {
-        job.on_batch_predicted(*batch, std::chrono::duration<double>(
-                                           std::chrono::steady_clock::now() - predict_start)
-                                           .count());
+      VISION_ASSIGN_OR_RETURN(std::optional<core::Batch> loaded, loader.Next());
+      if (!loaded.has_value()) break;
+      std::vector<core::Batch> parts;
+      if (job.split_by_size) {
+        parts = core::SplitByCollatedSize(std::move(*loaded));
+      } else {
+        parts.push_back(std::move(*loaded));
       }
-      for (size_t i = 0; i < predictions.size(); ++i) {
-        const core::Sample& truth = *batch->samples[i].ground_truth;
-        if (job.evaluator != nullptr) {
-          VISION_RETURN_IF_ERROR(job.evaluator->Add(predictions[i], truth));
-          if (!job.results_dir.empty()) {
-            VISION_RETURN_IF_ERROR(job.evaluator->WriteResult(predictions[i], truth, job.results_dir));
-          }
+      for (core::Batch& batch : parts) {
+        const auto predict_start = std::chrono::steady_clock::now();
+        batch.To(job.device);
+        std::vector<core::Sample> predictions =
+            segmentation_model != nullptr
+                ? PredictSegmentation(*segmentation_model, batch, segmentation_options)
+                : job.model->Predict(batch);
+        if (job.on_batch_predicted) {
+          job.on_batch_predicted(
+              batch, std::chrono::duration<double>(std::chrono::steady_clock::now() - predict_start)
+                         .count());
         }
-        if (job.on_prediction) VISION_RETURN_IF_ERROR(job.on_prediction(predictions[i], truth));
+        for (size_t i = 0; i < predictions.size(); ++i) {
+          const core::Sample& truth = *batch.samples[i].ground_truth;
+          if (job.evaluator != nullptr) {
+            VISION_RETURN_IF_ERROR(job.evaluator->Add(predictions[i], truth));
+            if (!job.results_dir.empty()) {
+              VISION_RETURN_IF_ERROR(
+                  job.evaluator->WriteResult(predictions[i], truth, job.results_dir));
+            }
+          }
+          if (job.on_prediction) VISION_RETURN_IF_ERROR(job.on_prediction(predictions[i], truth));
+        }
       }
     }
     return absl::OkStatus();

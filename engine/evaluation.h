@@ -48,6 +48,11 @@ struct EvaluationJob {
   // must be a core::SegmentationModel) instead of the model's Predict; max_batch_size 0 means
   // loader.batch_size. Set from evaluation.segmentation_inference.
   std::optional<core::SegmentationInferenceConfig> segmentation_inference;
+  // Predicts the images of each collated size together (core::SplitByCollatedSize): a batch of
+  // images of several sizes becomes one prediction per size, so that no image is padded to
+  // another's size and each prediction is that of the image alone (up to floating-point
+  // rounding). Inference on a folder of images of any size (tools/infer).
+  bool split_by_size = false;
 };
 
 // The loader options a LoaderConfig states (batch size, workers, prefetching, drop_last,

@@ -52,8 +52,30 @@ expect_eq "$(grep -E "^  texts: " "${TEST_TMPDIR}/infer.log")" \
   "$(sed -n 's/^\[rank 0\]: //p' "${TEST_TMPDIR}/infer2.log" | grep -E "^  texts: ")" \
   "texts found by 1 and by 2 processes"
 expect_grep "(2 processes)" "${TEST_TMPDIR}/infer2.log"
-# 3 images over 2 processes: 2 + 1, the first of each a warm-up, so 1 timed image.
-expect_grep -E "benchmark: 1 images after a warm-up of one per process, [0-9.]+ images/s over 2 processes .* median [0-9.]+ ms, p95 [0-9.]+ ms" "${TEST_TMPDIR}/infer2.log"
+# 3 images over 2 processes, one at a time: 2 + 1, the first of each a warm-up, so 1 timed image.
+expect_grep -E "benchmark: 1 images after a warm-up batch per process, [0-9.]+ images/s over 2 processes .* median [0-9.]+ ms, p95 [0-9.]+ ms" "${TEST_TMPDIR}/infer2.log"
+# Batches of images of one size: a folder of two 32x24 and three 64x48 images, 5 at a time, is
+# predicted as two batches (the 32x24 pair, the warm-up of --benchmark, then the three 64x48
+# images: 3 timed; one padded batch of 5 would leave none after the warm-up) and gives the
+# files of one image at a time byte for byte.
+mixed="${TEST_TMPDIR}/mixed"
+mkdir -p "${mixed}"
+cp testdata/icdar2015/ch4_training_images/*.jpg "${mixed}/"
+cp testdata/coco/images/000000000002.png testdata/coco/images/000000000005.png "${mixed}/"
+for batch in 1 5; do
+  tools/infer --config="${config}" --checkpoint="${out}/checkpoint_3.pt" \
+    --override="${low} eval_data { loader { batch_size: ${batch} } }" --images="${mixed}" \
+    --output_dir="${TEST_TMPDIR}/mixed_${batch}" --benchmark | tee "${TEST_TMPDIR}/mixed_${batch}.log"
+done
+expect_grep -x "  5 images" "${TEST_TMPDIR}/mixed_5.log"
+expect_grep "benchmark: 3 images after a warm-up batch per process" "${TEST_TMPDIR}/mixed_5.log"
+expect_grep "benchmark: 4 images after a warm-up batch per process" "${TEST_TMPDIR}/mixed_1.log"
+expect_eq "$(cd "${TEST_TMPDIR}/mixed_1" && ls)" "$(cd "${TEST_TMPDIR}/mixed_5" && ls)" \
+  "files of inference 5 images at a time against one at a time"
+for f in "${TEST_TMPDIR}"/mixed_1/*; do
+  cmp "${f}" "${TEST_TMPDIR}/mixed_5/$(basename "${f}")" ||
+    fail "$(basename "${f}") differs between batches of 5 and of 1"
+done
 # The same run over the shared-memory backend with the timeline on: every rank writes a trace.
 shm_out="${TEST_TMPDIR}/dbnet_shm"
 tools/launch --nproc_per_node=2 --master_port=0 -- tools/train --config="${config}" \

@@ -48,8 +48,8 @@ ABSL_FLAG(std::string, images, "", "An image file, or a folder of .jpg/.jpeg/.pn
 ABSL_FLAG(std::string, output_dir, "", "Where drawn images and result files go.");
 ABSL_FLAG(bool, benchmark, false,
           "Also print images/s over all processes and the latency per image (median and p95 of "
-          "moving an image to the device and predicting), leaving out each process's first "
-          "image as a warm-up.");
+          "moving a batch to the device and predicting, over its images), leaving out each "
+          "process's first batch as a warm-up.");
 
 namespace vision::tools {
 namespace {
@@ -173,12 +173,13 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   // policies"); each process commits its own into the one output directory.
   VISION_ASSIGN_OR_RETURN(std::unique_ptr<core::StagedDirectory> staged,
                           core::StagedDirectory::Create(output_dir));
-  // As the trainer evaluates, with the images one at a time (a folder's images have any size,
-  // and a batch's padding would reach every image's features); every rank its share.
+  // As the trainer evaluates (eval_data.loader.batch_size images at a time), every rank its
+  // share, except that images of different sizes are never predicted together: a folder's
+  // images have any size, and one padded to another's would see the padding in its features.
   engine::EvaluationJob job = engine::EvaluationJobFromConfig(
       config, loaded.model.get(), images.get(), augmentations, /*evaluator=*/nullptr,
       loaded.device, collectives.get());
-  job.loader.batch_size = 1;
+  job.split_by_size = true;
   Findings findings;
   job.on_prediction = [&](const core::Sample& prediction, const core::Sample& input) {
     findings.Add(prediction);
@@ -188,14 +189,15 @@ absl::Status Run(const std::vector<std::string>& overrides) {
     }
     return engine::WriteDrawing(staged->path(), prediction, input);
   };
-  // --benchmark: per-image predict times and the wall time after each process's first image.
+  // --benchmark: per-image predict times (a batch's time over its images) and the wall time
+  // after each process's first batch.
   const bool benchmark = absl::GetFlag(FLAGS_benchmark);
   std::vector<double> latencies;
   std::chrono::steady_clock::time_point timed_from;
   if (benchmark) {
     job.on_batch_predicted = [&](const core::Batch& batch, double seconds) {
       if (timed_from == std::chrono::steady_clock::time_point()) {
-        timed_from = std::chrono::steady_clock::now();  // the warm-up image ends here
+        timed_from = std::chrono::steady_clock::now();  // the warm-up batch ends here
         return;
       }
       for (size_t i = 0; i < batch.samples.size(); ++i) latencies.push_back(seconds / batch.samples.size());
@@ -245,7 +247,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
               collectives->world_size() == 1 ? "" : "es");
   if (benchmark) {
     if (all_latencies.empty()) {
-      std::printf("benchmark: no image after the warm-up (each process times its second image on)\n");
+      std::printf("benchmark: no image after the warm-up (each process times its second batch on)\n");
     } else {
       std::sort(all_latencies.begin(), all_latencies.end());
       const auto at = [&](double q) {
@@ -253,7 +255,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
                                       static_cast<size_t>(q * (all_latencies.size() - 1) + 0.5))];
       };
       std::printf(
-          "benchmark: %zu images after a warm-up of one per process, %.2f images/s over %d "
+          "benchmark: %zu images after a warm-up batch per process, %.2f images/s over %d "
           "process%s (%.2f per process), latency per image median %.1f ms, p95 %.1f ms\n",
           all_latencies.size(), all_latencies.size() / std::max(slowest_seconds, 1e-9),
           collectives->world_size(), collectives->world_size() == 1 ? "" : "es",

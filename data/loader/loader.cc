@@ -254,6 +254,7 @@ absl::StatusOr<core::Batch> Collate(std::vector<core::Sample> samples,
     const cv::Size picture = s.size_before_padding.empty() ? s.image.size() : s.size_before_padding;
     sizes[2 * i] = picture.height;
     sizes[2 * i + 1] = picture.width;
+    batch.collated_sizes.push_back({s.image.rows, s.image.cols});
     CopyImage(s.image, batch.images[i]);
     for (auto& [name, tensor] : batch.targets) CopyMap(s.targets.at(name), tensor[i]);
     s.image.release();

@@ -106,7 +106,8 @@ struct CollateOptions {
 
 // Stacks images into [N, 3, H, W] float and each dense target into [N, H, W], padding to the
 // largest height and width (bottom and right; images with 0, maps with their PadValue), and
-// records each image's size before padding (Batch::image_sizes). 8-bit BGR images become RGB
+// records each image's size before padding (Batch::image_sizes) and as collated
+// (Batch::collated_sizes). 8-bit BGR images become RGB
 // in [0, 1]; float images (after Normalize) are taken as they are (RGB). Targets keep their
 // element type: CV_8U maps (binary masks) become uint8 tensors, to be converted by the model
 // on its device (a quarter of the memory and host-to-device traffic of float); other maps

@@ -298,6 +298,65 @@ TEST(BatchTest, ToMovesEveryTensorAndKeepsSizesOnTheHost) {
   EXPECT_TRUE(batch.image_sizes.device().is_cpu());
 }
 
+TEST(BatchTest, SplitByCollatedSizeGivesWhatCollatingEachSizeAloneGives) {
+  // Sizes 8x6, 8x7, 8x6, 5x7, 8x7: three groups, in the order of their first image. Sample 3
+  // was padded by an augmentation (its picture is 4x6): that padding is its own and stays.
+  auto make = [](std::vector<int> which) {
+    std::vector<core::Sample> samples;
+    PaddedMapAndCounts generator;
+    const int rows[] = {8, 8, 8, 5, 8}, cols[] = {6, 7, 6, 7, 7};
+    for (int i : which) {
+      core::Sample s;
+      s.image_path = absl::StrCat("img_", i, ".jpg");
+      s.image = cv::Mat(rows[i], cols[i], CV_8UC3, cv::Scalar(10 * i, 10 * i + 1, 10 * i + 2));
+      s.semantic = cv::Mat(rows[i], cols[i], CV_8U, cv::Scalar(i));
+      if (i == 3) s.size_before_padding = cv::Size(6, 4);
+      EXPECT_TRUE(generator.Generate(&s).ok());
+      samples.push_back(std::move(s));
+    }
+    return samples;
+  };
+  PaddedMapAndCounts generator;
+  CollateOptions options;
+  options.targets = &generator;
+  auto whole = Collate(make({0, 1, 2, 3, 4}), options);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  whole->instances = {{{"i", at::full({1}, 0)}}, {{"i", at::full({1}, 1)}},
+                      {{"i", at::full({1}, 2)}}, {{"i", at::full({1}, 3)}},
+                      {{"i", at::full({1}, 4)}}};
+  std::vector<core::Batch> parts = core::SplitByCollatedSize(std::move(*whole));
+  const std::vector<std::vector<int>> groups = {{0, 2}, {1, 4}, {3}};
+  ASSERT_EQ(parts.size(), groups.size()) << "expected one part per collated size";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    auto alone = Collate(make(groups[g]), options);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    const core::Batch& part = parts[g];
+    EXPECT_TRUE(at::equal(part.images, alone->images))
+        << "part " << g << ": images " << part.images.sizes() << ", collated alone "
+        << alone->images.sizes();
+    EXPECT_TRUE(at::equal(part.image_sizes, alone->image_sizes))
+        << "part " << g << ": image_sizes " << part.image_sizes << ", alone " << alone->image_sizes;
+    ASSERT_EQ(part.targets.size(), alone->targets.size());
+    for (const auto& [name, tensor] : alone->targets) {
+      EXPECT_TRUE(at::equal(part.targets.at(name), tensor)) << "part " << g << ", target " << name;
+    }
+    EXPECT_EQ(part.collated_sizes, alone->collated_sizes) << "part " << g;
+    ASSERT_EQ(part.samples.size(), groups[g].size());
+    ASSERT_EQ(part.instances.size(), groups[g].size());
+    for (size_t k = 0; k < groups[g].size(); ++k) {
+      EXPECT_EQ(part.samples[k].image_path, absl::StrCat("img_", groups[g][k], ".jpg"));
+      EXPECT_EQ(part.instances[k].at("i").item<float>(), groups[g][k]);
+    }
+  }
+  // One size: the batch comes back whole.
+  auto same = Collate(make({0, 2}), options);
+  ASSERT_TRUE(same.ok()) << same.status();
+  const void* data = same->images.data_ptr();
+  parts = core::SplitByCollatedSize(std::move(*same));
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].images.data_ptr(), data) << "a batch of one size is not copied";
+}
+
 TEST(BatchMemoryPoolTest, ReusesFreedBuffersThatFitAndKeepsAtMostTheLimit) {
   auto pool = std::make_shared<BatchMemoryPool>(/*max_free_buffers=*/2);
   at::Tensor a = pool->NewTensor({10, 100}, at::kFloat, /*zero=*/true);
