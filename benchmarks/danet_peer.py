@@ -1,9 +1,10 @@
 """DANet in Python PyTorch, the same network, losses and update as models/danet (a dilated
 ResNet in torchvision's layout at output stride 8 with multi-grid in layer4, the authors' head
 with position and channel attention, three cross-entropy losses with ignore index 255, SGD with
-momentum 0.9 and weight decay 1e-4), timing training steps on random images and labels with the
-same flags and output line as //models/danet:danet_step_benchmark. Run by
-benchmarks/danet_step.sh."""
+momentum 0.9 and weight decay 1e-4 off norms and biases, as the trainer groups them), timing
+training steps on random images and labels with the same flags and output lines as
+//models/danet:danet_step_benchmark, on the CPU or CUDA, in float32 or under autocast (fp16 with
+GradScaler). Run by benchmarks/danet_step.sh (CPU) and benchmarks/gpu/run.sh (CUDA)."""
 import argparse
 import os
 import resource
@@ -18,6 +19,10 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models",
                                 "danet", "testdata"))
 from make_danet_golden import Head  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_step import (PhaseTimer, count_syncs, memory_summary, param_groups,  # noqa: E402
+                       profile, synchronize)
 
 
 class Block(nn.Module):
@@ -104,29 +109,86 @@ def main():
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--amp", choices=("none", "bf16", "fp16"), default="none")
+    parser.add_argument("--cudnn_benchmark", type=lambda v: v.lower() in ("1", "true"),
+                        default=False)
+    parser.add_argument("--profile_steps", type=int, default=0)
+    parser.add_argument("--sync_steps", type=int, default=2)
+    parser.add_argument("--optimizer_implementation", default="auto")  # a shared command line
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     torch.manual_seed(0)
-    model = DANet(args.depth, 19).train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
-    images = torch.randn(args.batch, 3, args.height, args.width)
-    labels = torch.randint(0, 19, (args.batch, args.height, args.width))
-    seconds = []
-    for step in range(args.steps + 1):
-        start = time.perf_counter()
+    device = torch.device(args.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", 0)
+    model = DANet(args.depth, 19).to(device).train()
+    optimizer = torch.optim.SGD(param_groups(model, 1e-4), lr=0.01, momentum=0.9)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+    scaler = torch.amp.GradScaler(device.type, enabled=args.amp == "fp16")
+    images = torch.randn(args.batch, 3, args.height, args.width, device=device)
+    labels = torch.randint(0, 19, (args.batch, args.height, args.width), device=device)
+    timer = PhaseTimer(device, 3)
+    last = []
+
+    def step(t=None):
+        # Phases: forward with the losses, backward, optimizer (unscale-and-check, step,
+        # zero_grad), as ours.
+        if t:
+            t.mark()
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = sum(F.cross_entropy(o.float(), labels, ignore_index=255)
+                       for o in model(images))
+        if t:
+            t.mark()
+        scaler.scale(loss).backward()
+        if t:
+            t.mark()
+        scaler.step(optimizer)
+        scaler.update()
         optimizer.zero_grad()
-        loss = sum(F.cross_entropy(o, labels, ignore_index=255) for o in model(images))
-        loss.backward()
-        optimizer.step()
-        value = loss.item()
-        if step > 0:
-            seconds.append(time.perf_counter() - start)
-    seconds.sort()
+        if t:
+            t.mark()
+        last[:] = [loss]
+
+    # CPU: each step timed by the wall clock, the median reported (as before the GPU flags).
+    seconds = []
+    for i in range(args.warmup if args.steps > 1 else 0):
+        step()
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        begin = time.perf_counter()
+        step(timer)
+        if device.type == "cpu":
+            seconds.append(time.perf_counter() - begin)
+    synchronize(device)
+    mean = (time.perf_counter() - start) / args.steps
+    seconds = sorted(seconds) or [mean]
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(f"DANet-ResNet-{args.depth} {args.height}x{args.width} batch {args.batch} threads "
           f"{args.threads}: median step {seconds[len(seconds) // 2]:.4f} s, peak RSS "
-          f"{peak_mib:.0f} MiB (last loss {value:.4f})")
+          f"{peak_mib:.0f} MiB (last loss {last[0].item():.4f})")
+    ms = timer.mean_ms()
+    with count_syncs(device) as syncs:
+        for _ in range(args.sync_steps):
+            step()
+    summary = (f"summary: device={device} amp={args.amp} images/s={args.batch / mean:g} "
+               f"forward_ms={ms[0]:g} backward_ms={ms[1]:g} optimizer_ms={ms[2]:g}")
+    if scaler.is_enabled():
+        summary += f" loss_scale={scaler.get_scale():g}"
+    if device.type == "cuda" and args.sync_steps > 0:
+        summary += f" syncs_per_step={syncs[0] / args.sync_steps:g}"
+    summary += memory_summary(device)
+    print(summary, flush=True)
+    if args.profile_steps > 0:
+        try:
+            profile(device, args.profile_steps, mean * 1000, step)
+        except Exception as e:  # the timed figures are out already
+            print(f"profile: failed: {e}")
 
 
 if __name__ == "__main__":

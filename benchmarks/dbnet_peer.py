@@ -5,13 +5,18 @@ with the same flags and output lines as models/dbnet:activation_memory_benchmark
 benchmarks/dbnet_step.sh (CPU) and benchmarks/gpu/run.sh (CUDA, autocast) next to our C++
 model."""
 import argparse
-import collections
+import os
+import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_step import (PhaseTimer, count_syncs, memory_summary, param_groups,  # noqa: E402
+                       profile, synchronize)
 
 
 class DBNet(nn.Module):
@@ -68,78 +73,6 @@ def losses(p, t, b, gt, mask, thresh_map, thresh_mask):
     return l_prob + 1.0 * l_binary + 10.0 * l_thresh
 
 
-def param_groups(model, weight_decay):
-    """Weight decay off norm weights and all biases, as core/param_groups.h splits them."""
-    decay, no_decay = [], []
-    for module in model.modules():
-        for name, param in module.named_parameters(recurse=False):
-            norm = isinstance(module, nn.modules.batchnorm._NormBase)
-            (no_decay if norm or name == "bias" else decay).append(param)
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": no_decay, "weight_decay": 0.0}]
-
-
-class PhaseTimer:
-    """Time of each phase of a step: CUDA events on the current stream, read after the loop (no
-    synchronisation inside the steps), or the wall clock on the CPU."""
-
-    def __init__(self, device, phases):
-        self.cuda = device.type == "cuda"
-        self.phases = phases
-        self.marks = []
-
-    def mark(self):
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self.marks.append(event)
-        else:
-            self.marks.append(time.perf_counter())
-
-    def mean_ms(self):
-        if self.cuda and self.marks:
-            self.marks[-1].synchronize()
-        per_step = self.phases + 1
-        steps = len(self.marks) // per_step
-        sums = [0.0] * self.phases
-        for s in range(steps):
-            for p in range(self.phases):
-                a, b = self.marks[s * per_step + p], self.marks[s * per_step + p + 1]
-                sums[p] += a.elapsed_time(b) if self.cuda else (b - a) * 1000
-        return [x / max(steps, 1) for x in sums]
-
-
-def synchronize(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def profile(device, steps, step_ms, step):
-    """The operations that took the most device time, aggregated from the same Kineto events as
-    the C++ side: kernels and copies on a GPU, operators (inclusive) on the CPU."""
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(steps):
-            step()
-        synchronize(device)
-    kinds = torch.autograd.DeviceType
-    wanted = kinds.CUDA if device.type == "cuda" else kinds.CPU
-    ms_by_name = collections.Counter()
-    for event in prof.profiler.kineto_results.events():
-        if event.device_type() == wanted:
-            ms_by_name[event.name()] += event.duration_ns() / 1e6 / steps
-    busy = sum(ms_by_name.values())
-    if device.type == "cuda":
-        print(f"profile: device busy {busy:.1f} ms of a {step_ms:.1f} ms step "
-              f"({100 * busy / step_ms:.0f}%); top kernels, ms per step:")
-    else:
-        print("profile: top operators, ms per step including the operators they call:")
-    for name, ms in ms_by_name.most_common(10):
-        print(f"  {ms:8.2f}  {name[:110]}")
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=640)
@@ -152,6 +85,7 @@ def main():
     parser.add_argument("--cudnn_benchmark", type=lambda v: v.lower() in ("1", "true"),
                         default=False)
     parser.add_argument("--profile_steps", type=int, default=0)
+    parser.add_argument("--sync_steps", type=int, default=2)
     parser.add_argument("--checkpoint", default="")  # accepted for a shared command line
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -203,15 +137,18 @@ def main():
     seconds = (time.perf_counter() - start) / args.steps
     print(f"python: step {seconds:.3f} s")
     ms = timer.mean_ms()
+    with count_syncs(device) as syncs:
+        for _ in range(args.sync_steps):
+            step()
     summary = (f"summary: device={device} amp={args.amp} images/s={n / seconds:g} "
                f"forward_ms={ms[0]:g} backward_ms={ms[1]:g}")
     if optimizer:
         summary += f" optimizer_ms={ms[2]:g}"
     if scaler.is_enabled():
         summary += f" loss_scale={scaler.get_scale():g}"
-    if device.type == "cuda":
-        summary += (f" peak_allocated_mib={torch.cuda.max_memory_allocated(device) / 2**20:g}"
-                    f" peak_reserved_mib={torch.cuda.max_memory_reserved(device) / 2**20:g}")
+    if device.type == "cuda" and args.sync_steps > 0:
+        summary += f" syncs_per_step={syncs[0] / args.sync_steps:g}"
+    summary += memory_summary(device)
     print(summary, flush=True)
     if args.profile_steps > 0:
         try:

@@ -9,44 +9,31 @@
 // The first output line keeps its format for the scripts that read it; a "summary:" line of
 // key=value pairs follows (images/s, the mean time per phase, peak GPU memory), and with
 // --profile_steps the operations that took the most device time.
-#include <algorithm>
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <fstream>
-#include <map>
 #include <memory>
-#include <optional>
-#include <set>
 #include <string>
-#include <utility>
 #include <vector>
-
-#include <ATen/ATen.h>
-#include <ATen/Context.h>
-#include <ATen/Parallel.h>
-#include <c10/core/CachingDeviceAllocator.h>
-#include <c10/core/Event.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
-#include <torch/cuda.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/batch.h"
-#include "core/config/pipeline.pb.h"
 #include "core/host_memory.h"
 #include "core/model.h"
 #include "core/optimizer.h"
-#include "core/param_groups.h"
 #include "engine/autocast.h"
 #include "engine/loss_scaler.h"
-#include "engine/optim/optim.pb.h"
 #include "models/dbnet/dbnet.pb.h"
+#include "models/testing/step_benchmark.h"
 
 ABSL_FLAG(int, size, 640, "square input size");
 ABSL_FLAG(int, batch, 2, "images per step");
@@ -73,11 +60,14 @@ ABSL_FLAG(bool, cudnn_benchmark, false, "let cuDNN time its convolution algorith
 ABSL_FLAG(int, profile_steps, 0,
           "after the timed steps, profile this many more and print the operations that took "
           "the most device time");
+ABSL_FLAG(int, sync_steps, 2,
+          "count the host-device synchronisations of this many steps after the timed ones "
+          "(CUDA)");
 
 namespace vision::models::dbnet {
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
+namespace bench = vision::models::testing;
 
 double PeakResidentMiB() {
   std::ifstream status("/proc/self/status");
@@ -88,163 +78,11 @@ double PeakResidentMiB() {
   return -1;
 }
 
-struct AmpMode {
-  bool enabled = false;
-  at::ScalarType dtype = at::kFloat;
-};
-
-absl::StatusOr<AmpMode> ParseAmp(const std::string& name) {
-  if (name == "none") return AmpMode{};
-  if (name == "bf16") return AmpMode{true, at::kBFloat16};
-  if (name == "fp16") return AmpMode{true, at::kHalf};
-  return absl::InvalidArgumentError(absl::StrCat("--amp: none, bf16 or fp16, got '", name, "'"));
-}
-
-absl::StatusOr<c10::Device> ParseDevice(const std::string& name) {
-  c10::Device device(c10::kCPU);
-  try {
-    device = c10::Device(name);
-  } catch (const c10::Error&) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--device: cpu, cuda or cuda:N, got '", name, "'"));
-  }
-  if (device.is_cpu()) return device;
-  if (!device.is_cuda()) return absl::InvalidArgumentError("--device: only cpu and cuda are timed");
-  if (!torch::cuda::is_available()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--device=", name,
-                     ": no CUDA device is visible to this process (or the LibTorch it "
-                     "links has no CUDA)"));
-  }
-  if (!device.has_index()) device.set_index(0);
-  if (device.index() >= static_cast<int>(torch::cuda::device_count())) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--device=", name, ": only ", torch::cuda::device_count(), " GPU(s)"));
-  }
-  return device;
-}
-
-// The time each phase of a step takes. CUDA kernels run asynchronously, so there the marks are
-// events on the current stream, read once after the loop: the device's time per phase without a
-// synchronisation inside the steps that would change what is measured. On the CPU a phase is
-// done when its call returns, and the wall clock measures it.
-class PhaseTimer {
- public:
-  PhaseTimer(const c10::Device& device, int phases) : device_(device), phases_(phases) {
-    if (device_.is_cuda()) stream_ = c10::impl::VirtualGuardImpl(device_.type()).getStream(device_);
-  }
-
-  // At the start of each step and at the end of each of its phases.
-  void Mark() {
-    if (!device_.is_cuda()) {
-      times_.push_back(std::chrono::steady_clock::now());
-      return;
-    }
-    // BACKEND_DEFAULT: a CUDA event that records timing (PyTorch's default event does not).
-    events_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
-    events_.back().record(*stream_);
-  }
-
-  // Mean milliseconds of each phase over the steps marked so far.
-  std::vector<double> MeanMs() const {
-    std::vector<double> sums(phases_, 0.0);
-    const size_t marks = device_.is_cuda() ? events_.size() : times_.size();
-    const size_t steps = marks / (phases_ + 1);
-    if (device_.is_cuda() && !events_.empty()) events_.back().synchronize();
-    for (size_t s = 0; s < steps; ++s) {
-      for (int p = 0; p < phases_; ++p) {
-        const size_t i = s * (phases_ + 1) + p;
-        sums[p] +=
-            device_.is_cuda()
-                ? events_[i].elapsedTime(events_[i + 1])
-                : std::chrono::duration<double, std::milli>(times_[i + 1] - times_[i]).count();
-      }
-    }
-    for (double& sum : sums) sum /= std::max<size_t>(steps, 1);
-    return sums;
-  }
-
- private:
-  c10::Device device_;
-  int phases_;
-  std::optional<c10::Stream> stream_;
-  std::vector<c10::Event> events_;
-  std::vector<std::chrono::steady_clock::time_point> times_;
-};
-
-void Synchronize(const c10::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
-
-// The trainer's SGD step for the paper's recipe, built as core/pipeline_builder.cc builds it.
-absl::StatusOr<std::unique_ptr<core::Optimizer>> MakeSgd(const torch::nn::Module& model,
-                                                         const std::string& implementation,
-                                                         c10::DeviceType device_type) {
-  core::OptimizerConfig config;
-  config.set_type("SGD");
-  config.set_lr(0.007);
-  config.set_weight_decay(1e-4);
-  core::OptimizerConfig::Implementation parsed;
-  if (!core::OptimizerConfig::Implementation_Parse(absl::AsciiStrToUpper(implementation),
-                                                   &parsed)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--optimizer_implementation: auto, for_loop, foreach or fused, got '", implementation,
-        "'"));
-  }
-  config.set_implementation(parsed);
-  engine::optim::SgdOptions sgd;
-  sgd.set_momentum(0.9);
-  config.mutable_options()->PackFrom(sgd);
-  return core::OptimizerRegistry::Get().Create(
-      config.type(), config.options(),
-      core::OptimizerSpec{core::MakeParamGroups(model, config, config.lr()),
-                          config.implementation(), device_type});
-}
-
-// Prints the operations that took the most time in `steps` profiled steps: CUDA kernels and
-// copies on a GPU (with the share of the step the device was busy, which tells launch-bound
-// from compute-bound), operators on the CPU (inclusive of the operators they call).
-template <typename Step>
-void Profile(const c10::Device& device, int steps, double step_ms, Step step) {
-  namespace profiler = torch::autograd::profiler;
-  using torch::profiler::impl::ActivityType;
-  const std::set<ActivityType> activities =
-      device.is_cuda() ? std::set<ActivityType>{ActivityType::CPU, ActivityType::CUDA}
-                       : std::set<ActivityType>{ActivityType::CPU};
-  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-  profiler::prepareProfiler(config, activities);
-  profiler::enableProfiler(config, activities);
-  for (int i = 0; i < steps; ++i) step();
-  Synchronize(device);
-  const std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
-  std::map<std::string, double> ms_by_name;
-  double busy_ms = 0;
-  for (const profiler::KinetoEvent& event : result->events()) {
-    if (event.deviceType() != device.type()) continue;
-    const double ms = event.durationNs() / 1e6 / steps;
-    ms_by_name[event.name()] += ms;
-    busy_ms += ms;
-  }
-  std::vector<std::pair<double, std::string>> ranked;
-  for (const auto& [name, ms] : ms_by_name) ranked.emplace_back(ms, name);
-  std::sort(ranked.rbegin(), ranked.rend());
-  if (device.is_cuda()) {
-    std::printf(
-        "profile: device busy %.1f ms of a %.1f ms step (%.0f%%); top kernels, ms per step:\n",
-        busy_ms, step_ms, 100 * busy_ms / step_ms);
-  } else {
-    std::printf("profile: top operators, ms per step including the operators they call:\n");
-  }
-  for (size_t i = 0; i < std::min<size_t>(ranked.size(), 10); ++i) {
-    std::printf("  %8.2f  %s\n", ranked[i].first, ranked[i].second.substr(0, 110).c_str());
-  }
-}
-
 int Run() {
   at::set_num_threads(1);
   if (absl::GetFlag(FLAGS_retain_host_memory)) core::RetainFreedHostMemory();
-  absl::StatusOr<c10::Device> device = ParseDevice(absl::GetFlag(FLAGS_device));
-  absl::StatusOr<AmpMode> amp = ParseAmp(absl::GetFlag(FLAGS_amp));
+  absl::StatusOr<c10::Device> device = bench::ParseDevice(absl::GetFlag(FLAGS_device));
+  absl::StatusOr<bench::AmpMode> amp = bench::ParseAmp(absl::GetFlag(FLAGS_amp));
   const std::string optimizer_name = absl::GetFlag(FLAGS_optimizer);
   for (const absl::Status& s : {device.status(), amp.status()}) {
     if (!s.ok()) {
@@ -281,7 +119,8 @@ int Run() {
   model->train();
   std::unique_ptr<core::Optimizer> optimizer;
   if (optimizer_name == "sgd") {
-    auto sgd = MakeSgd(*model, absl::GetFlag(FLAGS_optimizer_implementation), device->type());
+    auto sgd = bench::MakeSgd(*model, 0.007, 0.9, 1e-4,
+                              absl::GetFlag(FLAGS_optimizer_implementation), device->type());
     if (!sgd.ok()) {
       std::fprintf(stderr, "%s\n", std::string(sgd.status().message()).c_str());
       return 1;
@@ -304,8 +143,8 @@ int Run() {
   const double before = PeakResidentMiB();
 
   // Phases: forward with the losses, backward, optimizer (unscale-and-check, step, zero_grad).
-  PhaseTimer timer(*device, optimizer ? 3 : 2);
-  auto step = [&](PhaseTimer* t) {
+  bench::PhaseTimer timer(*device, optimizer ? 3 : 2);
+  auto step = [&](bench::PhaseTimer* t) {
     if (t) t->Mark();
     if (!optimizer) model->zero_grad();
     at::Tensor loss;
@@ -329,39 +168,41 @@ int Run() {
   if (steps > 1) {
     for (int i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) step(nullptr);
   }
-  Synchronize(*device);
+  bench::Synchronize(*device);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step(&timer);
-  Synchronize(*device);
+  bench::Synchronize(*device);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
   std::printf("checkpoint [%s]: peak RSS %.0f MiB (%.0f MiB before the step), step %.3f s\n",
               absl::GetFlag(FLAGS_checkpoint).c_str(), PeakResidentMiB(), before, seconds);
 
   const std::vector<double> phase_ms = timer.MeanMs();
+  int64_t syncs = 0;
+  const int sync_steps = absl::GetFlag(FLAGS_sync_steps);
+  {
+    bench::SyncCounter counter(*device);
+    for (int i = 0; i < sync_steps; ++i) step(nullptr);
+    syncs = counter.count();
+  }
   std::string summary = absl::StrCat("summary: device=", device->str(),
                                      " amp=", absl::GetFlag(FLAGS_amp), " images/s=", n / seconds,
                                      " forward_ms=", phase_ms[0], " backward_ms=", phase_ms[1]);
   if (optimizer) {
-    absl::StrAppend(&summary, " optimizer_ms=", phase_ms[2], " optimizer_implementation=",
-                    absl::GetFlag(FLAGS_optimizer_implementation));
+    absl::StrAppend(&summary, " optimizer_ms=", phase_ms[2],
+                    " optimizer_implementation=", absl::GetFlag(FLAGS_optimizer_implementation));
   }
   if (scaler.enabled()) absl::StrAppend(&summary, " loss_scale=", scaler.scale());
-  if (device->is_cuda()) {
-    const c10::CachingDeviceAllocator::DeviceStats stats =
-        // `--device=cuda` has no index (-1, which the allocator refuses as "invalid device
-        // argument"); the tensors live on the current device.
-        c10::getDeviceAllocator(c10::kCUDA)->getDeviceStats(batch.images.device().index());
-    constexpr size_t kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    absl::StrAppend(&summary, " peak_allocated_mib=", stats.allocated_bytes[kAll].peak / kMiB,
-                    " peak_reserved_mib=", stats.reserved_bytes[kAll].peak / kMiB);
+  if (device->is_cuda() && sync_steps > 0) {
+    absl::StrAppend(&summary, " syncs_per_step=", static_cast<double>(syncs) / sync_steps);
   }
+  absl::StrAppend(&summary, bench::DeviceMemorySummary(batch.images.device()));
   std::printf("%s\n", summary.c_str());
   std::fflush(stdout);
   if (const int profile_steps = absl::GetFlag(FLAGS_profile_steps); profile_steps > 0) {
     // The timed figures are out already: a profiler that cannot start costs only this list.
     try {
-      Profile(*device, profile_steps, seconds * 1000, [&] { step(nullptr); });
+      bench::Profile(*device, profile_steps, seconds * 1000, [&] { step(nullptr); });
     } catch (const std::exception& e) {
       std::printf("profile: failed: %s\n", e.what());
     }

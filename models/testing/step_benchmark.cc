@@ -1,0 +1,196 @@
+#include "models/testing/step_benchmark.h"
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/config/pipeline.pb.h"
+#include "core/param_groups.h"
+#include "engine/optim/optim.pb.h"
+
+namespace vision::models::testing {
+
+absl::StatusOr<AmpMode> ParseAmp(const std::string& name) {
+  if (name == "none") return AmpMode{};
+  if (name == "bf16") return AmpMode{true, at::kBFloat16};
+  if (name == "fp16") return AmpMode{true, at::kHalf};
+  return absl::InvalidArgumentError(absl::StrCat("--amp: none, bf16 or fp16, got '", name, "'"));
+}
+
+absl::StatusOr<c10::Device> ParseDevice(const std::string& name) {
+  c10::Device device(c10::kCPU);
+  try {
+    device = c10::Device(name);
+  } catch (const c10::Error&) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device: cpu, cuda or cuda:N, got '", name, "'"));
+  }
+  if (device.is_cpu()) return device;
+  if (!device.is_cuda()) return absl::InvalidArgumentError("--device: only cpu and cuda are timed");
+  if (!torch::cuda::is_available()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device=", name,
+                     ": no CUDA device is visible to this process (or the LibTorch it "
+                     "links has no CUDA)"));
+  }
+  if (!device.has_index()) device.set_index(0);
+  if (device.index() >= static_cast<int>(torch::cuda::device_count())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device=", name, ": only ", torch::cuda::device_count(), " GPU(s)"));
+  }
+  return device;
+}
+
+void Synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+absl::StatusOr<std::unique_ptr<core::Optimizer>> MakeSgd(const torch::nn::Module& model, double lr,
+                                                         double momentum, double weight_decay,
+                                                         const std::string& implementation,
+                                                         c10::DeviceType device_type) {
+  core::OptimizerConfig config;
+  config.set_type("SGD");
+  config.set_lr(lr);
+  config.set_weight_decay(weight_decay);
+  core::OptimizerConfig::Implementation parsed;
+  if (!core::OptimizerConfig::Implementation_Parse(absl::AsciiStrToUpper(implementation),
+                                                   &parsed)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--optimizer_implementation: auto, for_loop, foreach or fused, got '",
+                     implementation, "'"));
+  }
+  config.set_implementation(parsed);
+  engine::optim::SgdOptions sgd;
+  sgd.set_momentum(momentum);
+  config.mutable_options()->PackFrom(sgd);
+  return core::OptimizerRegistry::Get().Create(
+      config.type(), config.options(),
+      core::OptimizerSpec{core::MakeParamGroups(model, config, config.lr()),
+                          config.implementation(), device_type});
+}
+
+PhaseTimer::PhaseTimer(const c10::Device& device, int phases) : device_(device), phases_(phases) {
+  if (device_.is_cuda()) stream_ = c10::impl::VirtualGuardImpl(device_.type()).getStream(device_);
+}
+
+void PhaseTimer::Mark() {
+  if (!device_.is_cuda()) {
+    times_.push_back(std::chrono::steady_clock::now());
+    return;
+  }
+  // BACKEND_DEFAULT: a CUDA event that records timing (PyTorch's default event does not).
+  events_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+  events_.back().record(*stream_);
+}
+
+std::vector<double> PhaseTimer::MeanMs() const {
+  std::vector<double> sums(phases_, 0.0);
+  const size_t marks = device_.is_cuda() ? events_.size() : times_.size();
+  const size_t steps = marks / (phases_ + 1);
+  if (device_.is_cuda() && !events_.empty()) events_.back().synchronize();
+  for (size_t s = 0; s < steps; ++s) {
+    for (int p = 0; p < phases_; ++p) {
+      const size_t i = s * (phases_ + 1) + p;
+      sums[p] += device_.is_cuda()
+                     ? events_[i].elapsedTime(events_[i + 1])
+                     : std::chrono::duration<double, std::milli>(times_[i + 1] - times_[i]).count();
+    }
+  }
+  for (double& sum : sums) sum /= std::max<size_t>(steps, 1);
+  return sums;
+}
+
+// Counts CUDA's "called a synchronizing CUDA operation" warnings and hands every other warning
+// to the handler that was in place.
+class SyncCounter::Handler : public c10::WarningHandler {
+ public:
+  explicit Handler(c10::WarningHandler* previous) : previous_(previous) {}
+  void process(const c10::Warning& warning) override {
+    if (absl::StrContains(warning.msg(), "synchronizing CUDA operation")) {
+      count_.fetch_add(1);
+    } else if (previous_ != nullptr) {
+      previous_->process(warning);
+    }
+  }
+  int64_t count() const { return count_.load(); }
+
+ private:
+  c10::WarningHandler* previous_;
+  std::atomic<int64_t> count_{0};
+};
+
+SyncCounter::SyncCounter(const c10::Device& device) {
+  if (!device.is_cuda()) return;
+  handler_ = std::make_unique<Handler>(c10::WarningUtils::get_warning_handler());
+  guard_.emplace(handler_.get());
+  c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+}
+
+SyncCounter::~SyncCounter() {
+  if (handler_ == nullptr) return;
+  c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+  guard_.reset();
+}
+
+int64_t SyncCounter::count() const { return handler_ == nullptr ? 0 : handler_->count(); }
+
+std::string DeviceMemorySummary(const c10::Device& device) {
+  if (!device.is_cuda()) return "";
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const c10::CachingDeviceAllocator::DeviceStats stats =
+      c10::getDeviceAllocator(c10::kCUDA)->getDeviceStats(device.index());
+  constexpr size_t kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return absl::StrCat(" peak_allocated_mib=", stats.allocated_bytes[kAll].peak / kMiB,
+                      " peak_reserved_mib=", stats.reserved_bytes[kAll].peak / kMiB);
+}
+
+void Profile(const c10::Device& device, int steps, double step_ms,
+             const std::function<void()>& step) {
+  namespace profiler = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const std::set<ActivityType> activities =
+      device.is_cuda() ? std::set<ActivityType>{ActivityType::CPU, ActivityType::CUDA}
+                       : std::set<ActivityType>{ActivityType::CPU};
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  profiler::prepareProfiler(config, activities);
+  profiler::enableProfiler(config, activities);
+  for (int i = 0; i < steps; ++i) step();
+  Synchronize(device);
+  const std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
+  std::map<std::string, double> ms_by_name;
+  double busy_ms = 0;
+  for (const profiler::KinetoEvent& event : result->events()) {
+    if (event.deviceType() != device.type()) continue;
+    const double ms = event.durationNs() / 1e6 / steps;
+    ms_by_name[event.name()] += ms;
+    busy_ms += ms;
+  }
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& [name, ms] : ms_by_name) ranked.emplace_back(ms, name);
+  std::sort(ranked.rbegin(), ranked.rend());
+  if (device.is_cuda()) {
+    std::printf(
+        "profile: device busy %.1f ms of a %.1f ms step (%.0f%%); top kernels, ms per step:\n",
+        busy_ms, step_ms, 100 * busy_ms / step_ms);
+  } else {
+    std::printf("profile: top operators, ms per step including the operators they call:\n");
+  }
+  for (size_t i = 0; i < std::min<size_t>(ranked.size(), 10); ++i) {
+    std::printf("  %8.2f  %s\n", ranked[i].first, ranked[i].second.substr(0, 110).c_str());
+  }
+}
+
+}  // namespace vision::models::testing

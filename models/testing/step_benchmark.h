@@ -1,0 +1,107 @@
+// What the models' training-step benchmarks share (models/dbnet:activation_memory_benchmark,
+// models/danet:danet_step_benchmark; their Python peers share benchmarks/peer_step.py): the
+// --device and --amp flags' parsing, the trainer's SGD step, per-phase timing without
+// synchronising the device inside the steps, the count of host-device synchronisations, the
+// caching allocator's peaks, and the profile of the operations that took the most time. The
+// flags are the same on both sides, and so are the "summary:" line's keys, which
+// benchmarks/gpu/run.sh reads.
+#ifndef VISION_MODELS_TESTING_STEP_BENCHMARK_H_
+#define VISION_MODELS_TESTING_STEP_BENCHMARK_H_
+
+#include <c10/core/Device.h>
+#include <c10/core/Event.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/Stream.h>
+#include <c10/util/Exception.h>
+#include <torch/nn/module.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/optimizer.h"
+
+namespace vision::models::testing {
+
+struct AmpMode {
+  bool enabled = false;
+  at::ScalarType dtype = at::kFloat;
+};
+
+// "none", "bf16" or "fp16".
+absl::StatusOr<AmpMode> ParseAmp(const std::string& name);
+
+// "cpu", "cuda" or "cuda:N", checked against the devices this process sees (a CUDA device
+// without an index becomes cuda:0).
+absl::StatusOr<c10::Device> ParseDevice(const std::string& name);
+
+// Waits for the device's queued work (nothing on the CPU).
+void Synchronize(const c10::Device& device);
+
+// The trainer's SGD for `model`, built as core/pipeline_builder.cc builds it (parameter groups
+// of core/param_groups.h: no weight decay on norms and biases), with `implementation` one of
+// auto, for_loop, foreach or fused.
+absl::StatusOr<std::unique_ptr<core::Optimizer>> MakeSgd(const torch::nn::Module& model, double lr,
+                                                         double momentum, double weight_decay,
+                                                         const std::string& implementation,
+                                                         c10::DeviceType device_type);
+
+// The time each phase of a step takes. CUDA kernels run asynchronously, so there the marks are
+// events on the current stream, read once after the loop: the device's time per phase without a
+// synchronisation inside the steps that would change what is measured. On the CPU a phase is
+// done when its call returns, and the wall clock measures it.
+class PhaseTimer {
+ public:
+  PhaseTimer(const c10::Device& device, int phases);
+
+  // At the start of each step and at the end of each of its phases.
+  void Mark();
+
+  // Mean milliseconds of each phase over the steps marked so far.
+  std::vector<double> MeanMs() const;
+
+ private:
+  c10::Device device_;
+  int phases_;
+  std::optional<c10::Stream> stream_;
+  std::vector<c10::Event> events_;
+  std::vector<std::chrono::steady_clock::time_point> times_;
+};
+
+// Counts the host-device synchronisations of CUDA work while it lives (CUDA's sync debug mode
+// in its warning setting, as torch.cuda.set_sync_debug_mode("warn") does, with each warning
+// counted instead of printed): every copy to the host, .item(), nonzero and stream or device
+// synchronisation. Does nothing on the CPU. One at a time.
+class SyncCounter {
+ public:
+  explicit SyncCounter(const c10::Device& device);
+  ~SyncCounter();
+  SyncCounter(const SyncCounter&) = delete;
+  SyncCounter& operator=(const SyncCounter&) = delete;
+
+  int64_t count() const;
+
+ private:
+  class Handler;
+  std::unique_ptr<Handler> handler_;
+  std::optional<c10::WarningUtils::WarningHandlerGuard> guard_;
+};
+
+// " peak_allocated_mib=A peak_reserved_mib=R" of LibTorch's caching allocator on a CUDA
+// `device`; empty on the CPU.
+std::string DeviceMemorySummary(const c10::Device& device);
+
+// Runs `step` `steps` times under the profiler and prints the operations that took the most
+// time: CUDA kernels and copies on a GPU (with the share of the `step_ms` step the device was
+// busy, which tells launch-bound from compute-bound), operators on the CPU (inclusive of the
+// operators they call).
+void Profile(const c10::Device& device, int steps, double step_ms,
+             const std::function<void()>& step);
+
+}  // namespace vision::models::testing
+
+#endif  // VISION_MODELS_TESTING_STEP_BENCHMARK_H_
