@@ -19,14 +19,15 @@ out=benchmarks/gpu/bundle
 # The device tool carries at most 64 MiB: working tree and carried folders together.
 limit_bytes=$((64 * 1024 * 1024))
 
-# What the check runs: the DBNet step, the comm benchmark, the quick start's generator and
+# What the check runs: the DBNet and DANet steps, the comm benchmark, the quick start's generator and
 # trainer, every CUDA operator test (cc_test under //models/ops) there is, and the model and
 # engine tests with CUDA cases (the whole DBNet, Mask R-CNN and DANet against the CPU; Mask
 # R-CNN's anchor generator, RPN and RoI heads; the multi-tensor optimizers): every
 # models/<model>/*_test.cc outside models/ops and engine/<package>/*_test.cc that checks
 # torch::cuda::is_available().
-targets=(//models/dbnet:activation_memory_benchmark //distributed/strategies:comm_benchmark
-         //data/synthetic:make_synthetic_text //tools:train)
+targets=(//models/dbnet:activation_memory_benchmark //models/danet:danet_step_benchmark
+         //distributed/strategies:comm_benchmark //data/synthetic:make_synthetic_text
+         //tools:train)
 ops_tests=()
 if [[ -f models/ops/BUILD.bazel || -f models/ops/BUILD ]]; then
   mapfile -t ops_tests < <(bazel query 'kind(cc_test, tests(//models/ops/...))' 2>/dev/null)
@@ -65,7 +66,9 @@ done
 chmod u+w "${stage}"/bin/* "${stage}"/bin/ops/* "${stage}"/bin/cuda_tests/* 2>/dev/null || true
 # -c opt binaries keep their symbol tables (--strip=never in .bazelrc): not needed there.
 find "${stage}/bin" -type f -exec strip --strip-unneeded {} +
-cp benchmarks/dbnet_peer.py "${stage}/peers/"
+# The Python peers of the step benchmarks, what they share, and the DANet head they import.
+cp benchmarks/dbnet_peer.py benchmarks/danet_peer.py benchmarks/peer_step.py \
+  models/danet/testdata/make_danet_golden.py "${stage}/peers/"
 
 # Where the GPU machine's LibTorch comes from: the same wheel as here.
 torch_dir=$("${peer_python}" -c 'import os, torch; print(os.path.dirname(torch.__file__))')

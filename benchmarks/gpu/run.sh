@@ -2,8 +2,10 @@
 # The prepared GPU check (benchmarks/gpu/README.md), run from the repository root on the GPU
 # machine with the bundle that make_bundle.sh built:
 #   bash benchmarks/gpu/run.sh [--bundle=benchmarks/gpu/bundle] [--budget=450] [--cpu]
+#                              [--parts=ops,cuda,dbnet,danet,comm,quickstart]
 # Parts: library preflight, the CUDA operator tests, the model and engine tests' CUDA cases, the
-# DBNet-ResNet-18 training step (ours and PyTorch's, fp32 / bf16 / fp16 autocast), NCCL at world
+# DBNet-ResNet-18 training step (ours and PyTorch's, fp32 / bf16 / fp16 autocast), the
+# DANet-ResNet-50 training step (ours and PyTorch's, fp32 / bf16), NCCL at world
 # size 1 through the bucketed strategy's buckets, whether those all-reduces overlap backward
 # (a traced world-1 NCCL run, trace_overlap.py), and a 200-step quick-start training with its
 # held-out hmean. Each part runs under
@@ -11,6 +13,8 @@
 # and the next one runs. Full logs go to $OUT/gpu_check/ when $OUT is set; the table at the end
 # names every part's status, time, peak GPU memory and result.
 # --cpu runs every part on the CPU with tiny sizes: how the bundle is checked where no GPU is.
+# --parts runs only the parts whose name starts with one of the words (the preflight always
+# runs): a rerun after a fix.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 repo=$PWD
@@ -18,12 +22,15 @@ repo=$PWD
 bundle=benchmarks/gpu/bundle
 budget=450
 cpu=0
+parts=""
 for arg in "$@"; do
   case "${arg}" in
     --bundle=*) bundle=${arg#*=} ;;
     --budget=*) budget=${arg#*=} ;;
     --cpu) cpu=1 ;;
-    *) echo "usage: $0 [--bundle=DIR] [--budget=SECONDS] [--cpu]" >&2; exit 2 ;;
+    --parts=*) parts=",${arg#*=}," ;;
+    *) echo "usage: $0 [--bundle=DIR] [--budget=SECONDS] [--cpu] [--parts=WORD,...]" >&2
+       exit 2 ;;
   esac
 done
 began=${SECONDS}
@@ -84,6 +91,11 @@ part() {
   local log="${logs}/${name// /_}.log" left=$((budget - (SECONDS - began)))
   names+=("${name}")
   skipped=0
+  if [[ -n "${parts}" && "${name}" != preflight && "${parts}" != *",${name%% *},"* ]]; then
+    skipped=2
+    statuses+=("-") times+=("-") peaks+=("-")
+    return 1
+  fi
   if ((left < 15)); then
     skipped=1
     statuses+=("SKIPPED") times+=("-") peaks+=("-")
@@ -121,7 +133,11 @@ part() {
 # The result column of the last part: what its log says, unless it never ran.
 skipped=0
 result() {
-  if ((skipped)); then results+=("out of time (--budget=${budget})"); else results+=("$1"); fi
+  case "${skipped}" in
+    1) results+=("out of time (--budget=${budget})") ;;
+    2) results+=("not in --parts") ;;
+    *) results+=("$1") ;;
+  esac
 }
 log_of() { echo "${logs}/${1// /_}.log"; }
 
@@ -200,6 +216,28 @@ for amp in none bf16 fp16; do
     --amp="${amp}"
   step_summary[python_${label}]=$(summary_of "$(log_of "dbnet ${label} python")")
   result "$(short "${step_summary[python_${label}]}")"
+done
+
+# 3b. DANet training step (dilated ResNet-50 at output stride 8, the attention head, three
+# cross-entropy losses, backward, SGD), ours then PyTorch's, in fp32 and bf16 (the paper's
+# 768x768 crops, 2 per GPU); the same flags on both sides.
+if ((cpu)); then
+  danet_args=(--device=cpu --depth=18 --batch=2 --height=64 --width=64 --steps=2 --warmup=1
+              --profile_steps=1)
+else
+  danet_args=(--device=cuda --depth=50 --batch=2 --height=768 --width=768 --steps=10 --warmup=3
+              --cudnn_benchmark=true --profile_steps=2)
+fi
+for amp in none bf16; do
+  label=${amp/none/fp32}
+  part "danet ${label} ours" 90 "${bundled[@]}" "${bin}/danet_step_benchmark" \
+    "${danet_args[@]}" --amp="${amp}"
+  step_summary[danet_ours_${label}]=$(summary_of "$(log_of "danet ${label} ours")")
+  result "$(short "${step_summary[danet_ours_${label}]}")"
+  part "danet ${label} python" 90 "${python}" "${work}/peers/danet_peer.py" "${danet_args[@]}" \
+    --amp="${amp}"
+  step_summary[danet_python_${label}]=$(summary_of "$(log_of "danet ${label} python")")
+  result "$(short "${step_summary[danet_python_${label}]}")"
 done
 
 # 4. A process group of world size 1 through the bucketed strategy: NCCL on the GPU (Gloo with
@@ -281,7 +319,41 @@ log=$(log_of "quickstart train")
 result "$(grep '^eval at step' "${log}" 2>/dev/null | tail -n 1); $(grep -o '^trained .* img/s' \
   "${log}" 2>/dev/null | tail -n 1)"
 
-# The table, then the DBNet comparison and where its time goes.
+# compare TITLE GOAL (LABEL OURS_SUMMARY PYTHON_SUMMARY)...: one model's step against PyTorch's
+# per precision: images/s, the ratio against the goal, peak allocated memory, host-device
+# synchronisations per step, ms per phase.
+compare() {
+  "${python}" - "$@" <<'PY'
+import sys
+
+def parse(summary):
+    return dict(kv.split("=", 1) for kv in summary.split() if "=" in kv)
+
+def speed(d):
+    return f"{float(d['images/s']):.1f}" if "images/s" in d else "failed"
+
+def pair(o, p, key, fmt):
+    return "/".join(fmt.format(float(d[key])) if key in d else "-" for d in (o, p))
+
+title, goal, rows = sys.argv[1], sys.argv[2], sys.argv[3:]
+print(f"{title:<21} ours img/s  python img/s  ours/python (goal >= {goal})  "
+      "peak alloc MiB ours/python  syncs/step ours/python")
+for label, ours, python in zip(rows[0::3], rows[1::3], rows[2::3]):
+    o, p = parse(ours), parse(python)
+    ratio = (f"{float(o['images/s']) / float(p['images/s']):.2f}"
+             if "images/s" in o and "images/s" in p else "-")
+    print(f"{label:<21} {speed(o):>11} {speed(p):>13}  {ratio:>11}                "
+          f"{pair(o, p, 'peak_allocated_mib', '{:.0f}'):>14}  "
+          f"{pair(o, p, 'syncs_per_step', '{:g}'):>21}")
+    for side, d in (("ours", o), ("python", p)):
+        phases = ", ".join(f"{k[:-3]} {float(d[k]):.1f}"
+                           for k in ("forward_ms", "backward_ms", "optimizer_ms") if k in d)
+        if phases:
+            print(f"    {side:<7} ms per step: {phases}")
+PY
+}
+
+# The table, then the models' comparisons and where their time goes.
 report() {
   local i
   printf '\n%-22s %-10s %6s %9s  %s\n' part status time "GPU MiB" result
@@ -291,47 +363,32 @@ report() {
   done
   echo "(GPU MiB: the most nvidia-smi saw in use on the GPU during the part, CUDA context included)"
   echo
-  "${python}" - fp32 "${step_summary[ours_fp32]:-}" "${step_summary[python_fp32]:-}" \
+  compare "DBNet-R18 train step" 1.2 \
+    fp32 "${step_summary[ours_fp32]:-}" "${step_summary[python_fp32]:-}" \
     bf16 "${step_summary[ours_bf16]:-}" "${step_summary[python_bf16]:-}" \
-    fp16 "${step_summary[ours_fp16]:-}" "${step_summary[python_fp16]:-}" <<'PY'
-import sys
-
-def parse(summary):
-    return dict(kv.split("=", 1) for kv in summary.split() if "=" in kv)
-
-def speed(d):
-    return f"{float(d['images/s']):.1f}" if "images/s" in d else "failed"
-
-print("DBNet-R18 train step  ours img/s  python img/s  ours/python (goal >= 1.2)  "
-      "peak alloc MiB ours/python")
-rows = sys.argv[1:]
-for label, ours, python in zip(rows[0::3], rows[1::3], rows[2::3]):
-    o, p = parse(ours), parse(python)
-    ratio = (f"{float(o['images/s']) / float(p['images/s']):.2f}"
-             if "images/s" in o and "images/s" in p else "-")
-    memory = "/".join(f"{float(d['peak_allocated_mib']):.0f}" if "peak_allocated_mib" in d else "-"
-                      for d in (o, p))
-    print(f"{label:<21} {speed(o):>11} {speed(p):>13}  {ratio:>11}                {memory:>14}")
-    for side, d in (("ours", o), ("python", p)):
-        phases = ", ".join(f"{k[:-3]} {float(d[k]):.1f}"
-                           for k in ("forward_ms", "backward_ms", "optimizer_ms") if k in d)
-        if phases:
-            print(f"    {side:<7} ms per step: {phases}")
-PY
+    fp16 "${step_summary[ours_fp16]:-}" "${step_summary[python_fp16]:-}"
   echo
-  echo "Where the DBNet step's time goes (profiled steps; full lists in ${logs}/dbnet_*.log):"
-  for label in fp32 bf16 fp16; do
-    for side in ours python; do
-      local f
-      f=$(log_of "dbnet ${label} ${side}")
-      [[ -f "${f}" ]] || continue
-      grep -A 6 '^profile:' "${f}" | cut -c1-120 | sed "1s/^/${label} ${side}: /"
+  compare "DANet-R50 train step" 1.1 \
+    fp32 "${step_summary[danet_ours_fp32]:-}" "${step_summary[danet_python_fp32]:-}" \
+    bf16 "${step_summary[danet_ours_bf16]:-}" "${step_summary[danet_python_bf16]:-}"
+  echo
+  echo "Where the steps' time goes (profiled steps; full lists in ${logs}/{dbnet,danet}_*.log):"
+  for model in dbnet danet; do
+    for label in fp32 bf16 fp16; do
+      for side in ours python; do
+        local f
+        f=$(log_of "${model} ${label} ${side}")
+        [[ -f "${f}" ]] || continue
+        grep -A 6 '^profile:' "${f}" | cut -c1-120 | sed "1s/^/${model} ${label} ${side}: /"
+      done
     done
   done
 }
 report | tee "${logs}/summary.txt"
 failed=0
-for s in "${statuses[@]}"; do [[ "${s}" == ok || "${s}" == none ]] || failed=$((failed + 1)); done
+for s in "${statuses[@]}"; do
+  [[ "${s}" == ok || "${s}" == none || "${s}" == - ]] || failed=$((failed + 1))
+done
 echo "total $((SECONDS - began))s; ${failed} part(s) not ok"
 rm -rf "${work}/bin" "${work}/lib"
 exit $((failed > 0))
