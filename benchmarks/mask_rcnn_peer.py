@@ -8,10 +8,13 @@ data pipeline. --profile_dir: after the timed training steps, --profile_steps mo
 backward, no optimizer step) run under torch.profiler and are written as
 <profile_dir>/train_profile.json, as mask_rcnn_benchmark --profile_dir does (benchmarks/op_table.py
 compares the two); with --profile=infer (or both), --profile_steps more inference batches after
-the timed ones, written as <profile_dir>/infer_profile.json."""
+the timed ones, written as <profile_dir>/infer_profile.json. On a GPU (benchmarks/gpu/run.sh):
+--device=cuda, --amp (autocast; fp16 with GradScaler), the trainer's parameter groups, CUDA-event
+phase times and the "summary:" line of the other step peers (benchmarks/peer_step.py)."""
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -22,6 +25,10 @@ from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
 from torchvision.models.detection.image_list import ImageList
 from torchvision.models.detection.roi_heads import paste_masks_in_image
 from torchvision.ops import misc as misc_nn_ops
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_step import (PhaseTimer, count_syncs, memory_summary, param_groups,  # noqa: E402
+                       profile, synchronize)
 
 
 def build():
@@ -70,8 +77,20 @@ def main():
     p.add_argument("--profile_steps", type=int, default=2)
     p.add_argument("--profile", choices=["train", "infer", "both"], default="train",
                    help="with --profile_dir: profile training steps, inference batches or both")
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--amp", choices=("none", "bf16", "fp16"), default="none")
+    p.add_argument("--cudnn_benchmark", type=lambda v: v.lower() in ("1", "true"), default=False)
+    p.add_argument("--sync_steps", type=int, default=2)
+    p.add_argument("--gpu_profile_steps", type=int, default=0)
+    p.add_argument("--inference", type=lambda v: v.lower() in ("1", "true"), default=True)
+    p.add_argument("--optimizer_implementation", default="auto")  # a shared command line
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
+    device = torch.device(args.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", 0)
     model = build()
     images, targets = make_batch(args.size, args.batch, seed=1)
     if args.write:
@@ -82,36 +101,84 @@ def main():
                 case[f"{k}_{i}"] = v
         torch.save(case, f"{args.write}/case.pt")
         return
+    model = model.to(device)
+    images = images.to(device)
+    targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
     sizes = [(args.size, args.size)] * args.batch
     image_list = ImageList(images, sizes)
-    params = [q for q in model.parameters() if q.requires_grad]
-    optimizer = torch.optim.SGD(params, lr=1e-4, momentum=0.9, weight_decay=1e-4)
+    # The trainer's groups over the trainable parameters (no weight decay on biases; the frozen
+    # BatchNorm has none), as ours.
+    optimizer = torch.optim.SGD(
+        [{**g, "params": [q for q in g["params"] if q.requires_grad]}
+         for g in param_groups(model, 1e-4)], lr=1e-4, momentum=0.9)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+    scaler = torch.amp.GradScaler(device.type, enabled=args.amp == "fp16")
     model.train()
     times, forward, backward, update = [], [], [], []
+    timer = PhaseTimer(device, 3)
 
     def losses():
-        features = model.backbone(images)
-        proposals, rpn_losses = model.rpn(image_list, features, targets)
-        _, roi_losses = model.roi_heads(features, proposals, sizes, targets)
-        return sum({**rpn_losses, **roi_losses}.values())
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            features = model.backbone(images)
+            proposals, rpn_losses = model.rpn(image_list, features, targets)
+            _, roi_losses = model.roi_heads(features, proposals, sizes, targets)
+            return sum(v.float() for v in {**rpn_losses, **roi_losses}.values())
 
-    for step in range(args.steps + 1):
+    def train_step(t=None):
         start = time.perf_counter()
+        if t:
+            t.mark()
         loss = losses()
+        if t:
+            t.mark()
         forward_done = time.perf_counter()
-        optimizer.zero_grad()
-        loss.backward()
+        scaler.scale(loss).backward()
+        if t:
+            t.mark()
         backward_done = time.perf_counter()
-        optimizer.step()
-        end = time.perf_counter()
-        if step > 0:  # the first step warms up allocators and kernels
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        if t:
+            t.mark()
+            end = time.perf_counter()
             times.append(end - start)
             forward.append(forward_done - start)
             backward.append(backward_done - forward_done)
             update.append(end - backward_done)
+
+    for _ in range(args.warmup):  # allocators and kernels
+        train_step()
+    synchronize(device)
+    timed_start = time.perf_counter()
+    for _ in range(args.steps):
+        train_step(timer)
+    synchronize(device)
+    mean = (time.perf_counter() - timed_start) / max(args.steps, 1)
+    ms = timer.mean_ms()
     m = statistics.median
-    print(f"train step {m(times):.3f} s (forward {m(forward):.3f}, backward {m(backward):.3f}, "
-          f"optimizer {m(update):.3f})")
+    if device.type == "cpu":
+        print(f"train step {m(times):.3f} s (forward {m(forward):.3f}, backward "
+              f"{m(backward):.3f}, optimizer {m(update):.3f})")
+    else:
+        print(f"train step {mean:.3f} s (forward {ms[0] / 1e3:.3f}, backward {ms[1] / 1e3:.3f}, "
+              f"optimizer {ms[2] / 1e3:.3f})")
+    with count_syncs(device) as syncs:
+        for _ in range(args.sync_steps):
+            train_step()
+    summary = (f"summary: device={device} amp={args.amp} images/s={args.batch / mean:g} "
+               f"forward_ms={ms[0]:g} backward_ms={ms[1]:g} optimizer_ms={ms[2]:g}")
+    if scaler.is_enabled():
+        summary += f" loss_scale={scaler.get_scale():g}"
+    if device.type == "cuda" and args.sync_steps > 0:
+        summary += f" syncs_per_step={syncs[0] / args.sync_steps:g}"
+    summary += memory_summary(device)
+    print(summary, flush=True)
+    if args.gpu_profile_steps > 0:
+        try:
+            profile(device, args.gpu_profile_steps, mean * 1000, train_step)
+        except Exception as e:  # the timed figures are out already
+            print(f"profile: failed: {e}")
     if args.profile_dir and not os.path.isdir(args.profile_dir):
         raise SystemExit(f"--profile_dir={args.profile_dir}: not a directory; create it first")
     if args.profile_dir and args.profile != "infer":
@@ -122,6 +189,8 @@ def main():
                 optimizer.zero_grad()
                 loss.backward()
         prof.export_chrome_trace(os.path.join(args.profile_dir, "train_profile.json"))
+    if not args.inference:
+        return
     model.eval()
     times = []
 
@@ -133,10 +202,11 @@ def main():
             masks = paste_masks_in_image(d["masks"], d["boxes"], s, padding=1) > 0.5
 
     with torch.no_grad():
-        for step in range(args.steps + 1):
+        for step in range(args.warmup + args.steps):
             start = time.perf_counter()
             infer()
-            if step > 0:
+            synchronize(device)
+            if step >= args.warmup:
                 times.append(time.perf_counter() - start)
     print(f"inference {statistics.median(times):.3f} s per batch, "
           f"{args.batch / statistics.median(times):.2f} images/s")

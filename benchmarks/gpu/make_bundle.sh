@@ -19,15 +19,15 @@ out=benchmarks/gpu/bundle
 # The device tool carries at most 64 MiB: working tree and carried folders together.
 limit_bytes=$((64 * 1024 * 1024))
 
-# What the check runs: the DBNet and DANet steps, the comm benchmark, the quick start's generator and
+# What the check runs: the DBNet, DANet and Mask R-CNN steps, the comm benchmark, the quick start's generator and
 # trainer, every CUDA operator test (cc_test under //models/ops) there is, and the model and
 # engine tests with CUDA cases (the whole DBNet, Mask R-CNN and DANet against the CPU; Mask
 # R-CNN's anchor generator, RPN and RoI heads; the multi-tensor optimizers): every
 # models/<model>/*_test.cc outside models/ops and engine/<package>/*_test.cc that checks
 # torch::cuda::is_available().
 targets=(//models/dbnet:activation_memory_benchmark //models/danet:danet_step_benchmark
-         //distributed/strategies:comm_benchmark //data/synthetic:make_synthetic_text
-         //tools:train)
+         //models/mask_rcnn:mask_rcnn_benchmark //distributed/strategies:comm_benchmark
+         //data/synthetic:make_synthetic_text //tools:train)
 ops_tests=()
 if [[ -f models/ops/BUILD.bazel || -f models/ops/BUILD ]]; then
   mapfile -t ops_tests < <(bazel query 'kind(cc_test, tests(//models/ops/...))' 2>/dev/null)
@@ -67,7 +67,8 @@ chmod u+w "${stage}"/bin/* "${stage}"/bin/ops/* "${stage}"/bin/cuda_tests/* 2>/d
 # -c opt binaries keep their symbol tables (--strip=never in .bazelrc): not needed there.
 find "${stage}/bin" -type f -exec strip --strip-unneeded {} +
 # The Python peers of the step benchmarks, what they share, and the DANet head they import.
-cp benchmarks/dbnet_peer.py benchmarks/danet_peer.py benchmarks/peer_step.py \
+cp benchmarks/dbnet_peer.py benchmarks/danet_peer.py benchmarks/mask_rcnn_peer.py \
+  benchmarks/peer_step.py \
   models/danet/testdata/make_danet_golden.py "${stage}/peers/"
 
 # Where the GPU machine's LibTorch comes from: the same wheel as here.

@@ -2,15 +2,15 @@
 # The prepared GPU check (benchmarks/gpu/README.md), run from the repository root on the GPU
 # machine with the bundle that make_bundle.sh built:
 #   bash benchmarks/gpu/run.sh [--bundle=benchmarks/gpu/bundle] [--budget=450] [--cpu]
-#                              [--parts=ops,cuda,dbnet,danet,comm,quickstart]
+#                              [--parts=ops,cuda,dbnet,danet,maskrcnn,comm,quickstart]
 # Parts: library preflight, the CUDA operator tests, the model and engine tests' CUDA cases, the
 # DBNet-ResNet-18 training step (ours and PyTorch's, fp32 / bf16 / fp16 autocast), the
-# DANet-ResNet-50 training step (ours and PyTorch's, fp32 / bf16), NCCL at world
-# size 1 through the bucketed strategy's buckets, whether those all-reduces overlap backward
-# (a traced world-1 NCCL run, trace_overlap.py), and a 200-step quick-start training with its
-# held-out hmean. Each part runs under
-# `timeout`, cut to what is left of --budget seconds; a part that fails or times out is reported
-# and the next one runs. Full logs go to $OUT/gpu_check/ when $OUT is set; the table at the end
+# DANet-ResNet-50 and Mask R-CNN R50-FPN training steps (ours and PyTorch's, fp32 / bf16), NCCL
+# at world size 1 through the bucketed strategy's buckets, whether those all-reduces overlap
+# backward (a traced world-1 NCCL run, trace_overlap.py), and a 200-step quick-start training
+# with its held-out hmean, in that order of priority. Each part runs under `timeout`, cut to
+# what is left of --budget seconds; a part that fails or times out is reported and the next one
+# runs; parts left out of time are listed, for a rerun with --parts. Full logs go to $OUT/gpu_check/ when $OUT is set; the table at the end
 # names every part's status, time, peak GPU memory and result.
 # --cpu runs every part on the CPU with tiny sizes: how the bundle is checked where no GPU is.
 # --parts runs only the parts whose name starts with one of the words (the preflight always
@@ -240,6 +240,36 @@ for amp in none bf16; do
   result "$(short "${step_summary[danet_python_${label}]}")"
 done
 
+# 3c. Mask R-CNN R50-FPN training step (torchvision's architecture, frozen BatchNorm, layers 2-4
+# trained; forward with the RPN and RoI losses, backward, SGD) on the peer's seeded weights and
+# batch of 800x800 images with 6 instances each, 2 per GPU, ours then torchvision's, fp32 and
+# bf16. The peer writes the weights and the batch first (on the CPU).
+# (--cpu: fp32 only; CPU bf16 convolutions take minutes here.)
+if ((cpu)); then
+  mask_size=128
+  mask_args=(--steps=2 --warmup=1 --gpu_profile_steps=1)
+  mask_amps=(none)
+else
+  mask_size=800
+  mask_args=(--device=cuda --steps=10 --warmup=3 --cudnn_benchmark=true --gpu_profile_steps=2)
+  mask_amps=(none bf16)
+fi
+mkdir -p "${work}/mask_rcnn_case"
+part "maskrcnn case" 60 "${python}" "${work}/peers/mask_rcnn_peer.py" --size="${mask_size}" \
+  --batch=2 --write="${work}/mask_rcnn_case"
+result "weights.pt and case.pt, ${mask_size}x${mask_size}, 2 images"
+for amp in "${mask_amps[@]}"; do
+  label=${amp/none/fp32}
+  part "maskrcnn ${label} ours" 90 "${bundled[@]}" "${bin}/mask_rcnn_benchmark" \
+    --dir="${work}/mask_rcnn_case" "${mask_args[@]}" --amp="${amp}" --inference=false
+  step_summary[mask_ours_${label}]=$(summary_of "$(log_of "maskrcnn ${label} ours")")
+  result "$(short "${step_summary[mask_ours_${label}]}")"
+  part "maskrcnn ${label} python" 90 "${python}" "${work}/peers/mask_rcnn_peer.py" \
+    --size="${mask_size}" --batch=2 "${mask_args[@]}" --amp="${amp}" --inference=false
+  step_summary[mask_python_${label}]=$(summary_of "$(log_of "maskrcnn ${label} python")")
+  result "$(short "${step_summary[mask_python_${label}]}")"
+done
+
 # 4. A process group of world size 1 through the bucketed strategy: NCCL on the GPU (Gloo with
 # --cpu). One rank communicates nothing in "bucketed"; "collectives" all-reduces buffers of its
 # bucket sizes through the backend.
@@ -372,8 +402,12 @@ report() {
     fp32 "${step_summary[danet_ours_fp32]:-}" "${step_summary[danet_python_fp32]:-}" \
     bf16 "${step_summary[danet_ours_bf16]:-}" "${step_summary[danet_python_bf16]:-}"
   echo
-  echo "Where the steps' time goes (profiled steps; full lists in ${logs}/{dbnet,danet}_*.log):"
-  for model in dbnet danet; do
+  compare "Mask R-CNN train step" 1.0 \
+    fp32 "${step_summary[mask_ours_fp32]:-}" "${step_summary[mask_python_fp32]:-}" \
+    bf16 "${step_summary[mask_ours_bf16]:-}" "${step_summary[mask_python_bf16]:-}"
+  echo
+  echo "Where the steps' time goes (profiled steps; full lists in ${logs}/{dbnet,danet,maskrcnn}_*.log):"
+  for model in dbnet danet maskrcnn; do
     for label in fp32 bf16 fp16; do
       for side in ours python; do
         local f

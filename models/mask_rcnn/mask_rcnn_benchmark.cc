@@ -7,14 +7,20 @@
 // torch.profiler's Chrome trace format (benchmarks/op_table.py compares it with the peer's);
 // with --profile=infer (or both), --profile_steps more inference batches (Predict) after the
 // timed ones, written as <profile_dir>/infer_profile.json.
+// On a GPU (benchmarks/gpu/run.sh): --device=cuda with --amp=none|bf16|fp16 (autocast as the
+// trainer runs it, fp16 with its loss scaling), the trainer's SGD (--optimizer_implementation),
+// per-phase times from CUDA events, and a "summary:" line (images/s, ms per phase,
+// host-device synchronisations per step, peak allocator memory) as the other step benchmarks
+// print (models/testing/step_benchmark.h); --gpu_profile_steps lists the top kernels.
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
-#include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -23,13 +29,29 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "core/batch.h"
 #include "core/profile_steps.h"
+#include "engine/autocast.h"
+#include "engine/loss_scaler.h"
 #include "models/backbones/torchvision_import.h"
 #include "models/mask_rcnn/mask_rcnn.h"
+#include "models/testing/step_benchmark.h"
 
 ABSL_FLAG(std::string, dir, "", "Directory with the peer's weights.pt and case.pt.");
-ABSL_FLAG(int, steps, 3, "Timed steps (after one warm-up step).");
+ABSL_FLAG(int, steps, 3, "Timed steps (after the warm-up steps).");
+ABSL_FLAG(int, warmup, 1, "Untimed training steps and inference batches first.");
+ABSL_FLAG(std::string, device, "cpu", "\"cpu\", \"cuda\" or \"cuda:N\"");
+ABSL_FLAG(std::string, amp, "none", "none, bf16 or fp16 (autocast as the trainer runs it)");
+ABSL_FLAG(std::string, optimizer_implementation, "auto", "auto, for_loop, foreach or fused");
+ABSL_FLAG(bool, cudnn_benchmark, false, "let cuDNN time its convolution algorithms (CUDA)");
+ABSL_FLAG(int, sync_steps, 2,
+          "count the host-device synchronisations of this many training steps after the timed "
+          "ones (CUDA)");
+ABSL_FLAG(int, gpu_profile_steps, 0,
+          "profile this many training steps after the timed ones and print the operations that "
+          "took the most device time");
+ABSL_FLAG(bool, inference, true, "also time inference (Predict) after training");
 ABSL_FLAG(int, threads, 1, "Intra-op threads.");
 ABSL_FLAG(std::string, profile_dir, "",
           "Non-empty: after the timed training steps, --profile_steps more (forward and backward, "
@@ -45,13 +67,25 @@ ABSL_FLAG(std::string, profile, "train",
 namespace vision::models::mask_rcnn {
 namespace {
 
+namespace bench = vision::models::testing;
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "mask_rcnn_benchmark: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
 int Run() {
   at::set_num_threads(absl::GetFlag(FLAGS_threads));
+  absl::StatusOr<c10::Device> device = bench::ParseDevice(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) return Fail(device.status());
+  absl::StatusOr<bench::AmpMode> amp = bench::ParseAmp(absl::GetFlag(FLAGS_amp));
+  if (!amp.ok()) return Fail(amp.status());
+  at::globalContext().setBenchmarkCuDNN(absl::GetFlag(FLAGS_cudnn_benchmark));
   const std::string dir = absl::GetFlag(FLAGS_dir);
   auto weights = backbones::ReadTorchStateDict(dir + "/weights.pt");
   auto case_dict = backbones::ReadTorchStateDict(dir + "/case.pt");
@@ -69,27 +103,37 @@ int Run() {
     std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
     return 1;
   }
-  MaskRCNN& model = **created;
+  // Shared: the parameter groups walk the model's modules, itself included.
+  std::shared_ptr<MaskRCNN> shared = *std::move(created);
+  MaskRCNN& model = *shared;
   auto report = ImportTorchvisionMaskRcnn(*weights, model, /*strict=*/true, dir);
   if (!report.ok()) {
     std::fprintf(stderr, "%s\n", report.status().ToString().c_str());
     return 1;
   }
-  const at::Tensor images = c.at("images");
+  model.to(*device);
+  const at::Tensor images = c.at("images").to(*device);
   const int64_t batch = images.size(0);
   std::vector<std::pair<int64_t, int64_t>> sizes(batch, {images.size(2), images.size(3)});
   std::vector<InstanceTargets> targets(batch);
   for (int64_t i = 0; i < batch; ++i) {
-    targets[i].boxes = c.at("boxes_" + std::to_string(i));
-    targets[i].labels = c.at("labels_" + std::to_string(i));
-    targets[i].masks = c.at("masks_" + std::to_string(i));
+    targets[i].boxes = c.at("boxes_" + std::to_string(i)).to(*device);
+    targets[i].labels = c.at("labels_" + std::to_string(i)).to(*device);
+    targets[i].masks = c.at("masks_" + std::to_string(i)).to(*device);
   }
+  // The trainer's SGD over the trainable parameters (no weight decay on biases; the frozen
+  // BatchNorm has none), as the peer's.
+  auto sgd = bench::MakeSgd(model, 1e-4, 0.9, 1e-4, absl::GetFlag(FLAGS_optimizer_implementation),
+                            device->type());
+  if (!sgd.ok()) return Fail(sgd.status());
+  torch::optim::Optimizer& optimizer = (*sgd)->torch_optimizer();
+  engine::LossScalerOptions scaler_options;
+  scaler_options.enabled = amp->dtype == at::kHalf;
+  engine::LossScaler scaler(scaler_options);
   std::vector<at::Tensor> params;
   for (const at::Tensor& p : model.parameters()) {
     if (p.requires_grad()) params.push_back(p);
   }
-  torch::optim::SGD optimizer(params,
-                              torch::optim::SGDOptions(1e-4).momentum(0.9).weight_decay(1e-4));
   using Clock = std::chrono::steady_clock;
   const int steps = absl::GetFlag(FLAGS_steps);
   const std::string profile_dir = absl::GetFlag(FLAGS_profile_dir);
@@ -104,34 +148,88 @@ int Run() {
     return 1;
   }
   model.train();
+  // Phases: forward with the losses, backward, optimizer (unscale-and-check, step, zero_grad).
+  // On the CPU each phase's median over the steps (mask_rcnn_step.sh); on CUDA the mean of
+  // CUDA-event times (no synchronisation inside the steps).
+  bench::PhaseTimer timer(*device, 3);
   std::vector<double> times, forward, backward, update;
-  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-  };
-  for (int step = 0; step <= steps; ++step) {
+  auto train_step = [&](bench::PhaseTimer* t) {
     const auto start = Clock::now();
-    at::Tensor loss = at::zeros({});
-    for (const auto& [name, value] : model.LossesFor(images, sizes, targets)) loss = loss + value;
+    if (t) t->Mark();
+    at::Tensor loss;
+    {
+      engine::AutocastScope autocast(amp->enabled, device->type(), amp->dtype);
+      for (const auto& [name, value] : model.LossesFor(images, sizes, targets)) {
+        loss = loss.defined() ? loss + value.to(at::kFloat) : value.to(at::kFloat);
+      }
+    }
+    if (t) t->Mark();
     const auto forward_done = Clock::now();
-    optimizer.zero_grad();
-    loss.backward();
+    scaler.Scale(loss).backward();
+    if (t) t->Mark();
     const auto backward_done = Clock::now();
-    optimizer.step();
+    const bool finite = scaler.UnscaleAndCheckFinite(params);
+    scaler.Update(finite);
+    if (finite) optimizer.step();
+    optimizer.zero_grad();
+    if (t) t->Mark();
     const auto end = Clock::now();
-    if (step == 0) continue;  // the first step warms up allocators and kernels
+    if (t == nullptr) return;
+    const auto seconds = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double>(b - a).count();
+    };
     times.push_back(seconds(start, end));
     forward.push_back(seconds(start, forward_done));
     backward.push_back(seconds(forward_done, backward_done));
     update.push_back(seconds(backward_done, end));
+  };
+  for (int i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) train_step(nullptr);
+  bench::Synchronize(*device);
+  const auto timed_start = Clock::now();
+  for (int step = 0; step < steps; ++step) train_step(&timer);
+  bench::Synchronize(*device);
+  const double mean =
+      std::chrono::duration<double>(Clock::now() - timed_start).count() / std::max(steps, 1);
+  const std::vector<double> phase_ms = timer.MeanMs();
+  if (device->is_cpu()) {
+    std::printf("train step %.3f s (forward %.3f, backward %.3f, optimizer %.3f)\n", Median(times),
+                Median(forward), Median(backward), Median(update));
+  } else {
+    std::printf("train step %.3f s (forward %.3f, backward %.3f, optimizer %.3f)\n", mean,
+                phase_ms[0] / 1e3, phase_ms[1] / 1e3, phase_ms[2] / 1e3);
   }
-  std::printf("train step %.3f s (forward %.3f, backward %.3f, optimizer %.3f)\n", Median(times),
-              Median(forward), Median(backward), Median(update));
+  int64_t syncs = 0;
+  const int sync_steps = absl::GetFlag(FLAGS_sync_steps);
+  {
+    bench::SyncCounter counter(*device);
+    for (int i = 0; i < sync_steps; ++i) train_step(nullptr);
+    syncs = counter.count();
+  }
+  std::string summary =
+      absl::StrCat("summary: device=", device->str(), " amp=", absl::GetFlag(FLAGS_amp),
+                   " images/s=", batch / mean, " forward_ms=", phase_ms[0],
+                   " backward_ms=", phase_ms[1], " optimizer_ms=", phase_ms[2],
+                   " optimizer_implementation=", absl::GetFlag(FLAGS_optimizer_implementation));
+  if (scaler.enabled()) absl::StrAppend(&summary, " loss_scale=", scaler.scale());
+  if (device->is_cuda() && sync_steps > 0) {
+    absl::StrAppend(&summary, " syncs_per_step=", static_cast<double>(syncs) / sync_steps);
+  }
+  absl::StrAppend(&summary, bench::DeviceMemorySummary(*device));
+  std::printf("%s\n", summary.c_str());
+  std::fflush(stdout);
+  if (const int n = absl::GetFlag(FLAGS_gpu_profile_steps); n > 0) {
+    try {
+      bench::Profile(*device, n, mean * 1000, [&] { train_step(nullptr); });
+    } catch (const std::exception& e) {
+      std::printf("profile: failed: %s\n", e.what());
+    }
+  }
   if (!profile_dir.empty() && profile != "infer") {
     const std::string path = profile_dir + "/train_profile.json";
     const absl::Status status = core::ProfileSteps(
         absl::GetFlag(FLAGS_profile_steps),
         [&] {
-          at::Tensor loss = at::zeros({});
+          at::Tensor loss = at::zeros({}, images.options());
           for (const auto& [name, value] : model.LossesFor(images, sizes, targets)) {
             loss = loss + value;
           }
@@ -146,6 +244,7 @@ int Run() {
     }
   }
 
+  if (!absl::GetFlag(FLAGS_inference)) return 0;
   model.eval();
   core::Batch eval_batch;
   eval_batch.images = images;
@@ -157,10 +256,13 @@ int Run() {
     eval_batch.samples.push_back(sample);
   }
   times.clear();
-  for (int step = 0; step <= steps; ++step) {
+  for (int step = 0; step < absl::GetFlag(FLAGS_warmup) + steps; ++step) {
     const auto start = Clock::now();
+    // Predict's detections reach the host: the time includes the device's work.
     const std::vector<core::Sample> predictions = model.Predict(eval_batch);
-    if (step > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    if (step >= absl::GetFlag(FLAGS_warmup)) {
+      times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
   }
   std::printf("inference %.3f s per batch, %.2f images/s\n", Median(times), batch / Median(times));
   if (!profile_dir.empty() && profile != "train") {
@@ -184,5 +286,11 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  return vision::models::mask_rcnn::Run();
+  // A failing kernel or autocast rule throws c10::Error: say what, not "terminate called".
+  try {
+    return vision::models::mask_rcnn::Run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mask_rcnn_benchmark: %s\n", e.what());
+    return 1;
+  }
 }
