@@ -1,0 +1,339 @@
+// Writes a trained DBNet's or DANet's inference graph (Mask R-CNN's: its backbone, FPN and RPN
+// head up to their raw maps) as an ONNX file, checked against this project's own model:
+//   bazel run //tools/export:onnx -- --config=models/dbnet/configs/icdar2015_resnet18.pbtxt
+//       --checkpoint=runs/dbnet/best.pt --output=$PWD/dbnet.onnx
+// LibTorch's C++ modules have no ONNX exporter, so the graph is traced in Python: this driver
+// loads the checkpoint into the config's model (the EMA weights by default, as //tools/export),
+// runs it in eval mode on seeded random images of two sizes, and writes a bundle (spec.json:
+// the architecture; weights.pth: the state dict in this project's keys; reference.pth: the
+// images and our outputs) to a temporary directory; tools/export/onnx_export.py rebuilds the
+// network in PyTorch from the bundle, loads the weights strictly, exports it with
+// torch.onnx.export and writes the file only when onnxruntime's outputs on those images equal
+// ours. --bundle_dir keeps the bundle (the Python step can then be rerun by hand).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/config/loader.h"
+#include "core/pipeline_builder.h"
+#include "core/status_macros.h"
+#include "core/torch_guard.h"
+#include "models/backbones/resnet.h"
+#include "models/backbones/torch_save_writer.h"
+#include "models/danet/danet.h"
+#include "models/dbnet/dbnet.h"
+#include "models/mask_rcnn/mask_rcnn.h"
+#include "models/mask_rcnn/rpn.h"
+#include "tools/export/export.h"
+#include "tools/flags_util.h"
+
+ABSL_FLAG(std::string, config, "", "Path of the pipeline config the checkpoint was trained with.");
+ABSL_FLAG(std::string, checkpoint, "", "Checkpoint to export (checkpoint_N.pt or best.pt).");
+ABSL_FLAG(std::string, output, "", "The .onnx file to write (replaced if it exists).");
+ABSL_FLAG(std::string, weights, "",
+          "ema or model: which weights to export. Default: the EMA weights when the checkpoint "
+          "holds them, else the live ones.");
+ABSL_FLAG(std::string, size, "640x640",
+          "HxW of the example image the graph is traced with (and the only size with "
+          "--fixed_size); DBNet needs multiples of 32.");
+ABSL_FLAG(std::string, check_size, "",
+          "HxW of a second image onnxruntime must also match ours on (dynamic sizes only). "
+          "Default: --size plus 32 rows and 64 columns.");
+ABSL_FLAG(bool, fixed_size, false,
+          "Export for --size only (default: height and width are dynamic).");
+ABSL_FLAG(double, tolerance, 1e-4,
+          "Largest max |onnxruntime - ours| / max(1, max |ours|) accepted (DBNet's binary map: "
+          "k / 4 times it). Deep networks amplify float32 noise: compare with the 'PyTorch "
+          "eager vs ours' difference the export prints.");
+ABSL_FLAG(std::string, bundle_dir, "",
+          "Keep the intermediate bundle (spec.json, weights.pth, reference.pth) here instead "
+          "of in a temporary directory.");
+ABSL_FLAG(std::string, python, "",
+          "Python with torch, onnx, onnxruntime and onnxscript (tools/python_requirements.txt); "
+          "bazel run sets it to the project's venv.");
+ABSL_FLAG(std::string, script, "", "tools/export/onnx_export.py; bazel run sets it.");
+
+namespace vision::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+// bazel run starts in the runfiles tree, where --python and --script (BUILD args) are relative
+// paths; RunDriver then changes to the workspace.
+fs::path& StartDirectory() {
+  static fs::path* dir = new fs::path(fs::current_path());
+  return *dir;
+}
+
+std::string FromStart(const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  return (StartDirectory() / path).string();
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> ParseSize(const std::string& flag,
+                                                      const std::string& text) {
+  const std::vector<std::string> parts = absl::StrSplit(text, 'x');
+  int64_t h = 0, w = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &h) || !absl::SimpleAtoi(parts[1], &w) ||
+      h < 32 || w < 32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "='", text, "': give HEIGHTxWIDTH, each at least 32 (e.g. 640x640)"));
+  }
+  return std::pair{h, w};
+}
+
+std::string JsonList(const std::vector<int64_t>& v) {
+  return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
+}
+
+std::string JsonBools(const std::vector<bool>& v) {
+  std::vector<std::string> s;
+  for (bool b : v) s.push_back(b ? "true" : "false");
+  return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
+}
+
+// Runs argv[0] with `argv` (no shell) and returns its exit status (128 + signal if killed).
+absl::StatusOr<int> RunProgram(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork failed: ", std::strerror(errno)));
+  if (pid == 0) {
+    execv(args[0], args.data());
+    std::fprintf(stderr, "error: cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return absl::InternalError(absl::StrCat("waitpid failed: ", std::strerror(errno)));
+    }
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The architecture onnx_export.py rebuilds: what the weights alone do not say (dilations,
+// multi-grid, k) and the sizes it needs to build the modules.
+absl::StatusOr<std::string> Spec(const std::string& config_name, const std::string& model_type,
+                                 core::Model& model) {
+  auto* dbnet = dynamic_cast<models::dbnet::DBNet*>(&model);
+  auto* danet = dynamic_cast<models::danet::DANet*>(&model);
+  auto* mask_rcnn = dynamic_cast<models::mask_rcnn::MaskRCNN*>(&model);
+  if (dbnet == nullptr && danet == nullptr && mask_rcnn == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ONNX export: model '", model_type, "' (config '", config_name,
+                     "') is not supported; supported: DANet, DBNet, MaskRCNN (its backbone, FPN "
+                     "and RPN head)"));
+  }
+  // DBNet's and DANet's "backbone", Mask R-CNN's "backbone.body".
+  std::shared_ptr<models::backbones::ResNet> resnet;
+  for (const auto& item : model.named_modules()) {
+    if (item.key() == "backbone" || item.key() == "backbone.body") {
+      if (auto r = std::dynamic_pointer_cast<models::backbones::ResNet>(item.value())) resnet = r;
+    }
+  }
+  if (!resnet) {
+    return absl::UnimplementedError(
+        absl::StrCat("ONNX export: the backbone of '", config_name,
+                     "' is not a ResNet, the only backbone onnx_export.py can rebuild"));
+  }
+  const models::backbones::ResNetConfig& rc = resnet->config();
+  const std::string backbone = absl::StrCat(
+      "{\"type\": \"ResNet\", \"depth\": ", rc.depth(),
+      ", \"output_stride\": ", rc.output_stride(), ", \"multi_grid\": ", JsonList(rc.multi_grid()),
+      ", \"stage_with_dcn\": ", JsonBools(rc.stage_with_dcn()),
+      ", \"frozen_batchnorm\": ", rc.frozen_batchnorm() ? "true" : "false",
+      ", \"out_channels\": ", JsonList(resnet->OutChannels()), "}");
+  if (mask_rcnn != nullptr) {
+    return absl::StrCat("{\"model\": \"MaskRCNN\", \"backbone\": ", backbone,
+                        ", \"fpn_channels\": ", mask_rcnn->config().fpn_channels, "}\n");
+  }
+  if (dbnet != nullptr) {
+    return absl::StrCat("{\"model\": \"DBNet\", \"backbone\": ", backbone,
+                        ", \"inner_channels\": ", dbnet->config().inner_channels,
+                        ", \"k\": ", dbnet->config().k, "}\n");
+  }
+  const models::danet::DANetConfig& c = danet->config();
+  const int64_t head = c.head_channels > 0 ? c.head_channels : resnet->OutChannels().back() / 4;
+  return absl::StrCat("{\"model\": \"DANet\", \"backbone\": ", backbone,
+                      ", \"num_classes\": ", c.num_classes, ", \"head_channels\": ", head,
+                      ", \"attention_reduction\": ", c.attention_reduction,
+                      ", \"aux\": ", c.aux ? "true" : "false", "}\n");
+}
+
+// Our outputs on seeded images: "<case>/images" and "<case>/<output>" per size.
+models::backbones::StateDict ReferenceOutputs(
+    core::Model& model, const std::vector<std::pair<int64_t, int64_t>>& sizes) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  torch::manual_seed(0);
+  models::backbones::StateDict out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::string c = absl::StrCat("case", i);
+    const at::Tensor images = torch::randn({1, 3, sizes[i].first, sizes[i].second});
+    out.emplace_back(c + "/images", images);
+    if (auto* dbnet = dynamic_cast<models::dbnet::DBNet*>(&model)) {
+      const models::dbnet::DBHeadOutput maps = dbnet->Forward(images, /*with_threshold=*/true);
+      out.emplace_back(c + "/probability", maps.probability);
+      out.emplace_back(c + "/threshold", maps.threshold);
+      out.emplace_back(c + "/binary", maps.binary);
+    } else if (auto* danet = dynamic_cast<models::danet::DANet*>(&model)) {
+      out.emplace_back(c + "/logits", danet->SegmentationLogits(images));
+    } else {
+      // Mask R-CNN's trunk: the pyramid P2..P6 and the RPN head's raw maps on each level.
+      auto modules = model.named_modules();
+      auto& trunk = *modules["backbone"]->as<models::mask_rcnn::BackboneWithFpnImpl>();
+      auto& head = *modules["rpn.head"]->as<models::mask_rcnn::RpnHeadImpl>();
+      const std::vector<at::Tensor> pyramid = trunk.forward(images);
+      const auto [objectness, deltas] = head.forward(pyramid);
+      for (size_t l = 0; l < pyramid.size(); ++l) {
+        out.emplace_back(absl::StrCat(c, "/p", l + 2), pyramid[l]);
+      }
+      for (size_t l = 0; l < pyramid.size(); ++l) {
+        out.emplace_back(absl::StrCat(c, "/objectness_p", l + 2), objectness[l]);
+      }
+      for (size_t l = 0; l < pyramid.size(); ++l) {
+        out.emplace_back(absl::StrCat(c, "/box_deltas_p", l + 2), deltas[l]);
+      }
+    }
+  }
+  return out;
+}
+
+absl::Status Run(const std::vector<std::string>& overrides) {
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  const std::string output = absl::GetFlag(FLAGS_output);
+  const std::string weights = absl::GetFlag(FLAGS_weights);
+  const std::string python = FromStart(absl::GetFlag(FLAGS_python));
+  const std::string script = FromStart(absl::GetFlag(FLAGS_script));
+  for (const auto& [flag, value] : {std::pair{"--config", config_path},
+                                    {"--checkpoint", checkpoint},
+                                    {"--output", output},
+                                    {"--python", python},
+                                    {"--script", script}}) {
+    if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " is required"));
+  }
+  export_tool::WeightsChoice choice = export_tool::WeightsChoice::kDefault;
+  if (weights == "ema") {
+    choice = export_tool::WeightsChoice::kEma;
+  } else if (weights == "model") {
+    choice = export_tool::WeightsChoice::kModel;
+  } else if (!weights.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--weights='", weights, "': give ema or model (or leave it out)"));
+  }
+  VISION_ASSIGN_OR_RETURN(const auto size, ParseSize("--size", absl::GetFlag(FLAGS_size)));
+  std::vector<std::pair<int64_t, int64_t>> sizes = {size};
+  if (!absl::GetFlag(FLAGS_fixed_size)) {
+    const std::string check = absl::GetFlag(FLAGS_check_size);
+    if (check.empty()) {
+      sizes.emplace_back(size.first + 32, size.second + 64);
+    } else {
+      VISION_ASSIGN_OR_RETURN(const auto second, ParseSize("--check_size", check));
+      sizes.push_back(second);
+    }
+  }
+  const fs::path parent = fs::path(output).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !fs::is_directory(parent, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--output='", output, "': '", parent.string(),
+                     "' is not a directory; create it or name a file in an existing one"));
+  }
+  VISION_ASSIGN_OR_RETURN(core::TrainPipelineConfig config,
+                          core::LoadPipelineConfig(config_path, overrides));
+  const std::string model_type = config.model().type();
+  VISION_ASSIGN_OR_RETURN(std::shared_ptr<core::Model> model, core::BuildModel(config.model()));
+  VISION_ASSIGN_OR_RETURN(const std::string spec, Spec(config_path, model_type, *model));
+  VISION_ASSIGN_OR_RETURN(
+      const export_tool::CheckpointWeights loaded,
+      export_tool::LoadCheckpointWeights(checkpoint, *model, model_type, choice));
+  VISION_ASSIGN_OR_RETURN(const models::backbones::StateDict reference,
+                          core::GuardTorch("ONNX export: running the model",
+                                           [&]() -> absl::StatusOr<models::backbones::StateDict> {
+                                             return ReferenceOutputs(*model, sizes);
+                                           }));
+
+  std::string bundle = absl::GetFlag(FLAGS_bundle_dir);
+  const bool temporary = bundle.empty();
+  if (temporary) {
+    std::string pattern = (fs::temp_directory_path() / "onnx_export.XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot create a directory like ", pattern));
+    }
+    bundle = pattern;
+  } else if (!fs::create_directories(bundle, ec) && ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--bundle_dir='", bundle, "': cannot create it: ", ec.message()));
+  }
+  absl::Status status = [&]() -> absl::Status {
+    {
+      std::ofstream f(fs::path(bundle) / "spec.json");
+      f << spec;
+      if (!f) return absl::InternalError(absl::StrCat("cannot write ", bundle, "/spec.json"));
+    }
+    VISION_RETURN_IF_ERROR(models::backbones::WriteTorchStateDict(
+        export_tool::ModuleStateDict(*model), (fs::path(bundle) / "weights.pth").string()));
+    VISION_RETURN_IF_ERROR(models::backbones::WriteTorchStateDict(
+        reference, (fs::path(bundle) / "reference.pth").string()));
+    std::printf("loaded the %s weights of %s (step %lld); bundle in %s\n",
+                loaded.ema ? "EMA" : "live", checkpoint.c_str(),
+                static_cast<long long>(loaded.step), bundle.c_str());
+    std::fflush(stdout);
+    std::vector<std::string> argv = {python, script, absl::StrCat("--bundle=", bundle),
+                                     absl::StrCat("--output=", fs::absolute(output).string())};
+    argv.push_back(absl::StrCat("--tolerance=", absl::GetFlag(FLAGS_tolerance)));
+    if (absl::GetFlag(FLAGS_fixed_size)) argv.push_back("--fixed_size");
+    VISION_ASSIGN_OR_RETURN(const int rc, RunProgram(argv));
+    if (rc != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ONNX export of '", config_path, "' failed (", script, " exit status ", rc,
+                       "; its message is above); nothing written"));
+    }
+    return absl::OkStatus();
+  }();
+  if (temporary) {
+    // Not fs::remove_all: libtorch.so exports its own, ABI-incompatible copy, which the dynamic
+    // linker picks and which crashes here.
+    for (const char* name : {"spec.json", "weights.pth", "reference.pth"}) {
+      ::unlink((fs::path(bundle) / name).c_str());
+    }
+    ::rmdir(bundle.c_str());
+  }
+  return status;
+}
+
+}  // namespace
+}  // namespace vision::tools
+
+int main(int argc, char** argv) {
+  vision::tools::StartDirectory();
+  return vision::tools::RunDriver(
+      argc, argv,
+      "Exports a DBNet's or DANet's inference graph (Mask R-CNN's trunk) as ONNX, checked with "
+      "onnxruntime against "
+      "this project's model: onnx --config=FILE --checkpoint=FILE --output=FILE.onnx "
+      "[--size=HxW] [--check_size=HxW] [--fixed_size] [--tolerance=X] [--weights=ema|model] "
+      "[--bundle_dir=DIR] [--override='TEXT' ...]",
+      vision::tools::Run);
+}
