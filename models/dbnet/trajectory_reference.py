@@ -195,15 +195,17 @@ def checkpoint_tensors(path):
 
 def optimizer_groups(archive):
     """(lr, weight_decay, number of parameters) of each parameter group of a LibTorch
-    optimizer's archive (torch::optim::Optimizer::save)."""
+    optimizer's archive (torch::optim::Optimizer::save: submodules "param_groups/<i>" of
+    optimizer.param_groups, each with its "options" and "params/size"). An archive without
+    groups is an error: the checks on them would pass vacuously."""
     groups = []
-    param_groups = archive.optimizer.param_groups
-    i = 0
-    while hasattr(param_groups, str(i)):
-        group = getattr(param_groups, str(i))
+    for _, group in archive.optimizer.param_groups.named_children():
         options = group.options
-        groups.append((float(options.lr), float(options.weight_decay), len(group.params)))
-        i += 1
+        groups.append((float(options.lr), float(options.weight_decay),
+                       int(getattr(group, "params/size"))))
+    if not groups:
+        raise SystemExit("our checkpoint's optimizer archive has no parameter groups: the "
+                         "per-group lr and weight decay checks would check nothing")
     return groups
 
 

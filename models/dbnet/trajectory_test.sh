@@ -59,7 +59,7 @@ overrides=(
   --override="logging { every_n_steps: 1 }"
 )
 
-# The initial weights and the 4 samples as our loader makes them (trajectory_inputs_main.cc).
+# The initial weights and the 4 samples as our loader makes them (models/testing/trajectory_inputs_main.cc).
 mkdir -p "${t}/inputs"
 "${inputs}" --config="${t}/recipe.pbtxt" "${overrides[@]}" --output_dir="${t}/inputs" >/dev/null
 

@@ -1,10 +1,13 @@
-// Writes what a training run of a config starts from, for trajectory_test.sh's Python reference:
+// Writes what a training run of a config starts from, for the Python references of the models'
+// trajectory tests (models/dbnet/trajectory_test.sh, models/danet/trajectory_test.sh; each
+// model's BUILD links this main with its plugins as `trajectory_inputs`):
 //   trajectory_inputs --config=FILE [--override=...] --output_dir=DIR
 // DIR/checkpoint_0.pt: the initial weights. The trainer (engine/trainer.cc, Trainer::Create)
 //   seeds torch with the config's seed and then builds the model first; this does the same.
 // DIR/batch.pt: the first `--num` training samples in dataset order, each through the config's
 //   augmentations and the model's target generator as the loader runs them (epoch 0), collated
-//   as the loader collates a batch: tensors "images" [N, 3, H, W] and one per target [N, H, W].
+//   as the loader collates a batch: tensors "images" [N, 3, H, W] and one per target [N, H, W]
+//   (DBNet's maps; DANet's "semantic", the train ids, uint8, 255 ignored).
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -28,7 +31,7 @@ ABSL_FLAG(std::string, config, "", "Pipeline config of the training run.");
 ABSL_FLAG(std::string, output_dir, "", "Existing directory for checkpoint_0.pt and batch.pt.");
 ABSL_FLAG(int, num, 4, "Training samples to write, from the dataset's first.");
 
-namespace vision::models::dbnet {
+namespace vision::models::testing {
 namespace {
 
 absl::Status Run(const std::vector<std::string>& overrides) {
@@ -74,10 +77,10 @@ absl::Status Run(const std::vector<std::string>& overrides) {
 }
 
 }  // namespace
-}  // namespace vision::models::dbnet
+}  // namespace vision::models::testing
 
 int main(int argc, char** argv) {
   return vision::tools::RunDriver(
       argc, argv, "trajectory_inputs --config=FILE --output_dir=DIR [--num=4] [--override=...]",
-      vision::models::dbnet::Run);
+      vision::models::testing::Run);
 }
