@@ -21,8 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from make_danet_golden import Head  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_step import (PhaseTimer, count_syncs, memory_summary, param_groups,  # noqa: E402
-                       profile, synchronize)
+from peer_step import PhaseTimer, param_groups, report_steps, synchronize  # noqa: E402
 
 
 class Block(nn.Module):
@@ -173,23 +172,8 @@ def main():
           f"{args.threads}: median step {seconds[len(seconds) // 2]:.4f} s, peak RSS "
           f"{peak_mib:.0f} MiB (last loss {last[0].item():.4f})")
     ms = timer.mean_ms()
-    with count_syncs(device) as syncs:
-        for _ in range(args.sync_steps):
-            step()
-    summary = (f"summary: device={device} amp={args.amp} images/s={args.batch / mean:g} "
-               f"forward_ms={ms[0]:g} backward_ms={ms[1]:g} optimizer_ms={ms[2]:g}")
-    if scaler.is_enabled():
-        summary += f" loss_scale={scaler.get_scale():g}"
-    if device.type == "cuda" and args.sync_steps > 0:
-        summary += f" syncs_per_step={syncs[0] / args.sync_steps:g}"
-    summary += memory_summary(device)
-    print(summary, flush=True)
-    if args.profile_steps > 0:
-        try:
-            profile(device, args.profile_steps, mean * 1000, step)
-        except Exception as e:  # the timed figures are out already
-            print(f"profile: failed: {e}")
-
+    report_steps(device, args.amp, args.batch / mean, ms, scaler, args.sync_steps,
+                 args.profile_steps, mean * 1000, step)
 
 if __name__ == "__main__":
     main()

@@ -15,8 +15,7 @@ import torch.nn.functional as F
 import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_step import (PhaseTimer, count_syncs, memory_summary, param_groups,  # noqa: E402
-                       profile, synchronize)
+from peer_step import PhaseTimer, param_groups, report_steps, synchronize  # noqa: E402
 
 
 class DBNet(nn.Module):
@@ -137,25 +136,8 @@ def main():
     seconds = (time.perf_counter() - start) / args.steps
     print(f"python: step {seconds:.3f} s")
     ms = timer.mean_ms()
-    with count_syncs(device) as syncs:
-        for _ in range(args.sync_steps):
-            step()
-    summary = (f"summary: device={device} amp={args.amp} images/s={n / seconds:g} "
-               f"forward_ms={ms[0]:g} backward_ms={ms[1]:g}")
-    if optimizer:
-        summary += f" optimizer_ms={ms[2]:g}"
-    if scaler.is_enabled():
-        summary += f" loss_scale={scaler.get_scale():g}"
-    if device.type == "cuda" and args.sync_steps > 0:
-        summary += f" syncs_per_step={syncs[0] / args.sync_steps:g}"
-    summary += memory_summary(device)
-    print(summary, flush=True)
-    if args.profile_steps > 0:
-        try:
-            profile(device, args.profile_steps, seconds * 1000, step)
-        except Exception as e:  # the timed figures are out already
-            print(f"profile: failed: {e}")
-
+    report_steps(device, args.amp, n / seconds, ms, scaler, args.sync_steps, args.profile_steps,
+                 seconds * 1000, step, optimizer=optimizer is not None)
 
 if __name__ == "__main__":
     main()

@@ -27,8 +27,7 @@ from torchvision.models.detection.roi_heads import paste_masks_in_image
 from torchvision.ops import misc as misc_nn_ops
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_step import (PhaseTimer, count_syncs, memory_summary, param_groups,  # noqa: E402
-                       profile, synchronize)
+from peer_step import PhaseTimer, param_groups, report_steps, synchronize  # noqa: E402
 
 
 def build():
@@ -163,22 +162,8 @@ def main():
     else:
         print(f"train step {mean:.3f} s (forward {ms[0] / 1e3:.3f}, backward {ms[1] / 1e3:.3f}, "
               f"optimizer {ms[2] / 1e3:.3f})")
-    with count_syncs(device) as syncs:
-        for _ in range(args.sync_steps):
-            train_step()
-    summary = (f"summary: device={device} amp={args.amp} images/s={args.batch / mean:g} "
-               f"forward_ms={ms[0]:g} backward_ms={ms[1]:g} optimizer_ms={ms[2]:g}")
-    if scaler.is_enabled():
-        summary += f" loss_scale={scaler.get_scale():g}"
-    if device.type == "cuda" and args.sync_steps > 0:
-        summary += f" syncs_per_step={syncs[0] / args.sync_steps:g}"
-    summary += memory_summary(device)
-    print(summary, flush=True)
-    if args.gpu_profile_steps > 0:
-        try:
-            profile(device, args.gpu_profile_steps, mean * 1000, train_step)
-        except Exception as e:  # the timed figures are out already
-            print(f"profile: failed: {e}")
+    report_steps(device, args.amp, args.batch / mean, ms, scaler, args.sync_steps,
+                 args.gpu_profile_steps, mean * 1000, train_step)
     if args.profile_dir and not os.path.isdir(args.profile_dir):
         raise SystemExit(f"--profile_dir={args.profile_dir}: not a directory; create it first")
     if args.profile_dir and args.profile != "infer":

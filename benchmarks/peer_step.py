@@ -108,3 +108,28 @@ def profile(device, steps, step_ms, step):
         print("profile: top operators, ms per step including the operators they call:")
     for name, ms in ms_by_name.most_common(10):
         print(f"  {ms:8.2f}  {name[:110]}")
+
+
+def report_steps(device, amp, images_per_second, ms, scaler, sync_steps, profile_steps, step_ms,
+                 step, optimizer=True):
+    """Counts the synchronisations of sync_steps more calls of step (CUDA), prints the
+    "summary:" line and then, with profile_steps, the profile: ReportSteps of
+    models/testing/step_benchmark.h, key for key."""
+    with count_syncs(device) as syncs:
+        for _ in range(sync_steps):
+            step()
+    summary = (f"summary: device={device} amp={amp} images/s={images_per_second:g} "
+               f"forward_ms={ms[0]:g} backward_ms={ms[1]:g}")
+    if optimizer:
+        summary += f" optimizer_ms={ms[2]:g}"
+    if scaler.is_enabled():
+        summary += f" loss_scale={scaler.get_scale():g}"
+    if device.type == "cuda" and sync_steps > 0:
+        summary += f" syncs_per_step={syncs[0] / sync_steps:g}"
+    summary += memory_summary(device)
+    print(summary, flush=True)
+    if profile_steps > 0:
+        try:
+            profile(device, profile_steps, step_ms, step)
+        except Exception as e:  # the timed figures are out already
+            print(f"profile: failed: {e}")

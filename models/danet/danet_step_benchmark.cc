@@ -159,33 +159,11 @@ int Run() {
       absl::GetFlag(FLAGS_checkpointing) ? " checkpointing" : "", seconds[seconds.size() / 2],
       usage.ru_maxrss / 1024.0, last_loss.item<double>());
   const std::vector<double> phase_ms = timer.MeanMs();
-  int64_t syncs = 0;
-  const int sync_steps = absl::GetFlag(FLAGS_sync_steps);
-  {
-    bench::SyncCounter counter(*device);
-    for (int i = 0; i < sync_steps; ++i) step(nullptr);
-    syncs = counter.count();
-  }
-  std::string summary =
-      absl::StrCat("summary: device=", device->str(), " amp=", absl::GetFlag(FLAGS_amp),
-                   " images/s=", batch / mean, " forward_ms=", phase_ms[0],
-                   " backward_ms=", phase_ms[1], " optimizer_ms=", phase_ms[2],
-                   " optimizer_implementation=", absl::GetFlag(FLAGS_optimizer_implementation));
-  if (scaler.enabled()) absl::StrAppend(&summary, " loss_scale=", scaler.scale());
-  if (device->is_cuda() && sync_steps > 0) {
-    absl::StrAppend(&summary, " syncs_per_step=", static_cast<double>(syncs) / sync_steps);
-  }
-  absl::StrAppend(&summary, bench::DeviceMemorySummary(*device));
-  std::printf("%s\n", summary.c_str());
-  std::fflush(stdout);
-  if (const int profile_steps = absl::GetFlag(FLAGS_profile_steps); profile_steps > 0) {
-    // The timed figures are out already: a profiler that cannot start costs only this list.
-    try {
-      bench::Profile(*device, profile_steps, mean * 1000, [&] { step(nullptr); });
-    } catch (const std::exception& e) {
-      std::printf("profile: failed: %s\n", e.what());
-    }
-  }
+  bench::ReportSteps(*device,
+                     {absl::GetFlag(FLAGS_amp), batch / mean, phase_ms,
+                      absl::GetFlag(FLAGS_optimizer_implementation), &scaler},
+                     absl::GetFlag(FLAGS_sync_steps), absl::GetFlag(FLAGS_profile_steps),
+                     mean * 1000, [&] { step(nullptr); });
   return 0;
 }
 

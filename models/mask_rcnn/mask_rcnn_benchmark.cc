@@ -198,32 +198,11 @@ int Run() {
     std::printf("train step %.3f s (forward %.3f, backward %.3f, optimizer %.3f)\n", mean,
                 phase_ms[0] / 1e3, phase_ms[1] / 1e3, phase_ms[2] / 1e3);
   }
-  int64_t syncs = 0;
-  const int sync_steps = absl::GetFlag(FLAGS_sync_steps);
-  {
-    bench::SyncCounter counter(*device);
-    for (int i = 0; i < sync_steps; ++i) train_step(nullptr);
-    syncs = counter.count();
-  }
-  std::string summary =
-      absl::StrCat("summary: device=", device->str(), " amp=", absl::GetFlag(FLAGS_amp),
-                   " images/s=", batch / mean, " forward_ms=", phase_ms[0],
-                   " backward_ms=", phase_ms[1], " optimizer_ms=", phase_ms[2],
-                   " optimizer_implementation=", absl::GetFlag(FLAGS_optimizer_implementation));
-  if (scaler.enabled()) absl::StrAppend(&summary, " loss_scale=", scaler.scale());
-  if (device->is_cuda() && sync_steps > 0) {
-    absl::StrAppend(&summary, " syncs_per_step=", static_cast<double>(syncs) / sync_steps);
-  }
-  absl::StrAppend(&summary, bench::DeviceMemorySummary(*device));
-  std::printf("%s\n", summary.c_str());
-  std::fflush(stdout);
-  if (const int n = absl::GetFlag(FLAGS_gpu_profile_steps); n > 0) {
-    try {
-      bench::Profile(*device, n, mean * 1000, [&] { train_step(nullptr); });
-    } catch (const std::exception& e) {
-      std::printf("profile: failed: %s\n", e.what());
-    }
-  }
+  bench::ReportSteps(*device,
+                     {absl::GetFlag(FLAGS_amp), batch / mean, phase_ms,
+                      absl::GetFlag(FLAGS_optimizer_implementation), &scaler},
+                     absl::GetFlag(FLAGS_sync_steps), absl::GetFlag(FLAGS_gpu_profile_steps),
+                     mean * 1000, [&] { train_step(nullptr); });
   if (!profile_dir.empty() && profile != "infer") {
     const std::string path = profile_dir + "/train_profile.json";
     const absl::Status status = core::ProfileSteps(

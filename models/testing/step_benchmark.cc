@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <set>
 #include <utility>
@@ -190,6 +191,39 @@ void Profile(const c10::Device& device, int steps, double step_ms,
   }
   for (size_t i = 0; i < std::min<size_t>(ranked.size(), 10); ++i) {
     std::printf("  %8.2f  %s\n", ranked[i].first, ranked[i].second.substr(0, 110).c_str());
+  }
+}
+
+void ReportSteps(const c10::Device& device, const StepFigures& figures, int sync_steps,
+                 int profile_steps, double step_ms, const std::function<void()>& step) {
+  int64_t syncs = 0;
+  {
+    SyncCounter counter(device);
+    for (int i = 0; i < sync_steps; ++i) step();
+    syncs = counter.count();
+  }
+  std::string summary =
+      absl::StrCat("summary: device=", device.str(), " amp=", figures.amp,
+                   " images/s=", figures.images_per_second, " forward_ms=", figures.phase_ms.at(0),
+                   " backward_ms=", figures.phase_ms.at(1));
+  if (!figures.optimizer_implementation.empty()) {
+    absl::StrAppend(&summary, " optimizer_ms=", figures.phase_ms.at(2),
+                    " optimizer_implementation=", figures.optimizer_implementation);
+  }
+  if (figures.scaler != nullptr && figures.scaler->enabled()) {
+    absl::StrAppend(&summary, " loss_scale=", figures.scaler->scale());
+  }
+  if (device.is_cuda() && sync_steps > 0) {
+    absl::StrAppend(&summary, " syncs_per_step=", static_cast<double>(syncs) / sync_steps);
+  }
+  absl::StrAppend(&summary, DeviceMemorySummary(device));
+  std::printf("%s\n", summary.c_str());
+  std::fflush(stdout);
+  if (profile_steps <= 0) return;
+  try {
+    Profile(device, profile_steps, step_ms, step);
+  } catch (const std::exception& e) {
+    std::printf("profile: failed: %s\n", e.what());
   }
 }
 

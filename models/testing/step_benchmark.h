@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/optimizer.h"
+#include "engine/loss_scaler.h"
 
 namespace vision::models::testing {
 
@@ -94,6 +95,25 @@ class SyncCounter {
 // " peak_allocated_mib=A peak_reserved_mib=R" of LibTorch's caching allocator on a CUDA
 // `device`; empty on the CPU.
 std::string DeviceMemorySummary(const c10::Device& device);
+
+// What one benchmark measured, for its "summary:" line.
+struct StepFigures {
+  std::string amp;  // the --amp flag
+  double images_per_second = 0;
+  // forward, backward and (with an optimizer) optimizer ms per step.
+  std::vector<double> phase_ms;
+  // The --optimizer_implementation flag; empty without an optimizer.
+  std::string optimizer_implementation;
+  // Its scale is printed when it is enabled (fp16); may be null.
+  const engine::LossScaler* scaler = nullptr;
+};
+
+// Counts the host-device synchronisations of `sync_steps` more calls of `step` (CUDA), prints
+// the "summary:" line (device, amp, images/s, ms per phase, optimizer, loss scale,
+// synchronisations per step, peak allocator memory) and then, with `profile_steps`, the
+// profile of that many more steps (a profiler that cannot start costs only its list).
+void ReportSteps(const c10::Device& device, const StepFigures& figures, int sync_steps,
+                 int profile_steps, double step_ms, const std::function<void()>& step);
 
 // Runs `step` `steps` times under the profiler and prints the operations that took the most
 // time: CUDA kernels and copies on a GPU (with the share of the `step_ms` step the device was
