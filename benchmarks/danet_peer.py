@@ -112,6 +112,8 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--amp", choices=("none", "bf16", "fp16"), default="none")
+    parser.add_argument("--channels_last", type=lambda v: v.lower() in ("1", "true"),
+                        default=False)
     parser.add_argument("--cudnn_benchmark", type=lambda v: v.lower() in ("1", "true"),
                         default=False)
     parser.add_argument("--profile_steps", type=int, default=0)
@@ -125,10 +127,13 @@ def main():
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", 0)
     model = DANet(args.depth, 19).to(device).train()
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(memory_format=memory_format)
     optimizer = torch.optim.SGD(param_groups(model, 1e-4), lr=0.01, momentum=0.9)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
     scaler = torch.amp.GradScaler(device.type, enabled=args.amp == "fp16")
     images = torch.randn(args.batch, 3, args.height, args.width, device=device)
+    images = images.contiguous(memory_format=memory_format)
     labels = torch.randint(0, 19, (args.batch, args.height, args.width), device=device)
     timer = PhaseTimer(device, 3)
     last = []

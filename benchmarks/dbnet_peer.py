@@ -84,6 +84,8 @@ def main():
     parser.add_argument("--cudnn_benchmark", type=lambda v: v.lower() in ("1", "true"),
                         default=False)
     parser.add_argument("--profile_steps", type=int, default=0)
+    parser.add_argument("--channels_last", type=lambda v: v.lower() in ("1", "true"),
+                        default=False)
     parser.add_argument("--sync_steps", type=int, default=2)
     parser.add_argument("--checkpoint", default="")  # accepted for a shared command line
     args = parser.parse_args()
@@ -93,12 +95,14 @@ def main():
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", 0)
     model = DBNet().to(device).train()
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(memory_format=memory_format)
     optimizer = (torch.optim.SGD(param_groups(model, 1e-4), lr=0.007, momentum=0.9)
                  if args.optimizer == "sgd" else None)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
     scaler = torch.amp.GradScaler(device.type, enabled=args.amp == "fp16")
     n, s = args.batch, args.size
-    images = torch.randn(n, 3, s, s, device=device)
+    images = torch.randn(n, 3, s, s, device=device).contiguous(memory_format=memory_format)
     gt = (torch.rand(n, s, s, device=device) > 0.9).float()
     mask = torch.ones(n, s, s, device=device)
     thresh_map = torch.rand(n, s, s, device=device) * 0.4 + 0.3

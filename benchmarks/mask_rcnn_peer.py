@@ -80,6 +80,7 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--amp", choices=("none", "bf16", "fp16"), default="none")
     p.add_argument("--cudnn_benchmark", type=lambda v: v.lower() in ("1", "true"), default=False)
+    p.add_argument("--channels_last", type=lambda v: v.lower() in ("1", "true"), default=False)
     p.add_argument("--sync_steps", type=int, default=2)
     p.add_argument("--gpu_profile_steps", type=int, default=0)
     p.add_argument("--inference", type=lambda v: v.lower() in ("1", "true"), default=True)
@@ -100,8 +101,9 @@ def main():
                 case[f"{k}_{i}"] = v
         torch.save(case, f"{args.write}/case.pt")
         return
-    model = model.to(device)
-    images = images.to(device)
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(device, memory_format=memory_format)
+    images = images.to(device).contiguous(memory_format=memory_format)
     targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
     sizes = [(args.size, args.size)] * args.batch
     image_list = ImageList(images, sizes)

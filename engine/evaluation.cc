@@ -9,6 +9,7 @@
 #include "core/segmentation_model.h"
 #include "core/status_macros.h"
 #include "core/torch_guard.h"
+#include "engine/memory_format.h"
 #include "engine/segmentation_inference.h"
 
 namespace vision::engine {
@@ -40,6 +41,7 @@ EvaluationJob EvaluationJobFromConfig(
       LoaderOptionsFromConfig(config.eval_data().loader(), config.seed(), device.is_cuda());
   job.device = device;
   job.collectives = collectives;
+  job.channels_last = config.memory_format() == core::TrainPipelineConfig::CHANNELS_LAST;
   if (config.evaluation().has_segmentation_inference()) {
     job.segmentation_inference = config.evaluation().segmentation_inference();
   }
@@ -83,6 +85,7 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
       for (core::Batch& batch : parts) {
         const auto predict_start = std::chrono::steady_clock::now();
         batch.To(job.device);
+        if (job.channels_last) batch.images = ImagesToChannelsLast(batch.images);
         std::vector<core::Sample> predictions =
             segmentation_model != nullptr
                 ? PredictSegmentation(*segmentation_model, batch, segmentation_options)

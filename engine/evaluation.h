@@ -53,6 +53,9 @@ struct EvaluationJob {
   // another's size and each prediction is that of the image alone (up to floating-point
   // rounding). Inference on a folder of images of any size (tools/infer).
   bool split_by_size = false;
+  // The images in channels-last layout (TrainPipelineConfig.memory_format; the model's weights
+  // are converted where it is built, engine/memory_format.h).
+  bool channels_last = false;
 };
 
 // The loader options a LoaderConfig states (batch size, workers, prefetching, drop_last,

@@ -6,6 +6,7 @@
 #include "core/torch_guard.h"
 #include "engine/device.h"
 #include "engine/ema.h"
+#include "engine/memory_format.h"
 
 namespace vision::engine {
 
@@ -38,6 +39,9 @@ absl::StatusOr<InferenceModel> LoadModelForInference(const core::TrainPipelineCo
   VISION_RETURN_IF_ERROR(core::GuardTorch("moving the model to its device", [&] {
     if (ema) ema->Swap(*loaded.model);
     loaded.model->to(loaded.device);
+    if (config.memory_format() == core::TrainPipelineConfig::CHANNELS_LAST) {
+      ToChannelsLast(*loaded.model);
+    }
     loaded.model->eval();
     return absl::OkStatus();
   }));

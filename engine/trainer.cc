@@ -34,6 +34,7 @@
 #include "engine/logging/tensorboard_writer.h"
 #include "engine/hooks/builtin_hooks.h"
 #include "engine/loss_scaler.h"
+#include "engine/memory_format.h"
 #include "engine/draw.h"
 
 namespace vision::engine {
@@ -239,6 +240,11 @@ absl::Status Trainer::Loop::SetUpModel() {
                                              p_.model->EnableActivationCheckpointing(names)));
     Print(absl::StrCat("activation checkpointing: ", absl::StrJoin(names, ", ")));
   }
+  if (config_.memory_format() == core::TrainPipelineConfig::CHANNELS_LAST) {
+    const int converted = ToChannelsLast(*p_.model);
+    Print(absl::StrCat("memory format: channels-last (", converted,
+                       " weight and buffer tensors, and the images)"));
+  }
   for (const auto& param : p_.model->named_parameters()) {
     if (!param.value().requires_grad()) continue;
     params_.push_back(param.value());
@@ -386,6 +392,9 @@ absl::StatusOr<core::Batch> Trainer::Loop::NextTrainBatch() {
     if (batch.has_value()) {
       ++state_.batch_in_epoch;
       batch->To(device_);
+      if (config_.memory_format() == core::TrainPipelineConfig::CHANNELS_LAST) {
+        batch->images = ImagesToChannelsLast(batch->images);
+      }
       return std::move(*batch);
     }
     VISION_RETURN_IF_ERROR(StartEpoch(state_.epoch + 1, 0));

@@ -118,6 +118,43 @@ TEST(TrainerTest, ResumeWithLossScalingAndAccumulationIsExact) {
   ExpectBitwiseEqual(straight, resumed);
 }
 
+// TrainPipelineConfig.memory_format: the same training up to float reordering, the weights kept
+// in channels-last layout through the optimizer and a checkpoint, and resume still exact.
+TEST(TrainerTest, ChannelsLastTrainsAsContiguousAndResumesExactly) {
+  const std::string channels_last = "memory_format: CHANNELS_LAST";
+  std::vector<at::Tensor> contiguous, resumed;
+  const std::string a = TempDir("nchw"), b = TempDir("nhwc"), c = TempDir("nhwc_resumed");
+  ASSERT_TRUE(Train(Config(a), &contiguous).ok());
+  core::SingleProcess single;
+  TrainerOptions options;
+  options.verbose = false;
+  auto trainer = Trainer::Create(Config(b, channels_last), &single, options);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto result = (*trainer)->Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  int four_d = 0;
+  for (const auto& p : (*trainer)->model().named_parameters()) {
+    if (p.value().dim() != 4) continue;
+    ++four_d;
+    EXPECT_TRUE(p.value().is_contiguous(at::MemoryFormat::ChannelsLast)) << p.key();
+  }
+  EXPECT_EQ(four_d, 2);  // TestRegressor's conv1 and conv2 weights
+  std::vector<at::Tensor> straight;
+  for (const at::Tensor& p : (*trainer)->model().parameters()) straight.push_back(p.detach().clone());
+  ASSERT_EQ(straight.size(), contiguous.size());
+  for (size_t i = 0; i < contiguous.size(); ++i) {
+    const double difference = (straight[i] - contiguous[i]).abs().max().item<double>();
+    const double scale = contiguous[i].abs().max().item<double>();
+    EXPECT_LE(difference, 1e-5 * scale + 1e-7)
+        << "parameter " << i << ": channels-last differs from contiguous by " << difference
+        << " (largest |value| " << scale << "); float reordering gives ~1e-7 relative";
+  }
+  fs::create_directories(c);
+  fs::copy_file(b + "/checkpoint_4.pt", c + "/checkpoint_4.pt");
+  ASSERT_TRUE(Train(Config(c, channels_last), &resumed).ok());
+  ExpectBitwiseEqual(straight, resumed);
+}
+
 TEST(TrainerTest, TruncatedLatestCheckpointFallsBackAndStillMatches) {
   std::vector<at::Tensor> straight, recovered;
   const std::string a = TempDir("crash_a"), b = TempDir("crash_b");

@@ -206,14 +206,24 @@ step_args+=(--optimizer=sgd)
 summary_of() { grep -m1 '^summary:' "$1" 2>/dev/null | cut -d' ' -f2-; }
 short() { echo "${1:-no summary line}" | sed 's/device=[^ ]* amp=[^ ]* //'; }
 declare -A step_summary=()
-for amp in none bf16 fp16; do
-  label=${amp/none/fp32}
+# precision_flags LABEL: the flags of a precision column. "bf16cl" is bf16 with the weights and
+# images channels-last on both sides (TrainPipelineConfig.memory_format; torch.channels_last):
+# how cuDNN's tensor-core convolutions run without layout conversions.
+precision_flags() {
+  case "$1" in
+    fp32) echo --amp=none ;;
+    bf16cl) echo --amp=bf16 --channels_last=true ;;
+    *) echo --amp="$1" ;;
+  esac
+}
+for label in fp32 bf16 fp16 bf16cl; do
+  read -r -a flags <<<"$(precision_flags "${label}")"
   part "dbnet ${label} ours" 90 "${bundled[@]}" "${bin}/activation_memory_benchmark" \
-    "${step_args[@]}" --amp="${amp}"
+    "${step_args[@]}" "${flags[@]}"
   step_summary[ours_${label}]=$(summary_of "$(log_of "dbnet ${label} ours")")
   result "$(short "${step_summary[ours_${label}]}")"
   part "dbnet ${label} python" 90 "${python}" "${work}/peers/dbnet_peer.py" "${step_args[@]}" \
-    --amp="${amp}"
+    "${flags[@]}"
   step_summary[python_${label}]=$(summary_of "$(log_of "dbnet ${label} python")")
   result "$(short "${step_summary[python_${label}]}")"
 done
@@ -228,14 +238,14 @@ else
   danet_args=(--device=cuda --depth=50 --batch=2 --height=768 --width=768 --steps=10 --warmup=3
               --cudnn_benchmark=true --profile_steps=2)
 fi
-for amp in none bf16; do
-  label=${amp/none/fp32}
+for label in fp32 bf16 bf16cl; do
+  read -r -a flags <<<"$(precision_flags "${label}")"
   part "danet ${label} ours" 90 "${bundled[@]}" "${bin}/danet_step_benchmark" \
-    "${danet_args[@]}" --amp="${amp}"
+    "${danet_args[@]}" "${flags[@]}"
   step_summary[danet_ours_${label}]=$(summary_of "$(log_of "danet ${label} ours")")
   result "$(short "${step_summary[danet_ours_${label}]}")"
   part "danet ${label} python" 90 "${python}" "${work}/peers/danet_peer.py" "${danet_args[@]}" \
-    --amp="${amp}"
+    "${flags[@]}"
   step_summary[danet_python_${label}]=$(summary_of "$(log_of "danet ${label} python")")
   result "$(short "${step_summary[danet_python_${label}]}")"
 done
@@ -248,24 +258,24 @@ done
 if ((cpu)); then
   mask_size=128
   mask_args=(--steps=2 --warmup=1 --gpu_profile_steps=1)
-  mask_amps=(none)
+  mask_labels=(fp32)
 else
   mask_size=800
   mask_args=(--device=cuda --steps=10 --warmup=3 --cudnn_benchmark=true --gpu_profile_steps=2)
-  mask_amps=(none bf16)
+  mask_labels=(fp32 bf16 bf16cl)
 fi
 mkdir -p "${work}/mask_rcnn_case"
 part "maskrcnn case" 60 "${python}" "${work}/peers/mask_rcnn_peer.py" --size="${mask_size}" \
   --batch=2 --write="${work}/mask_rcnn_case"
 result "weights.pt and case.pt, ${mask_size}x${mask_size}, 2 images"
-for amp in "${mask_amps[@]}"; do
-  label=${amp/none/fp32}
+for label in "${mask_labels[@]}"; do
+  read -r -a flags <<<"$(precision_flags "${label}")"
   part "maskrcnn ${label} ours" 90 "${bundled[@]}" "${bin}/mask_rcnn_benchmark" \
-    --dir="${work}/mask_rcnn_case" "${mask_args[@]}" --amp="${amp}" --inference=false
+    --dir="${work}/mask_rcnn_case" "${mask_args[@]}" "${flags[@]}" --inference=false
   step_summary[mask_ours_${label}]=$(summary_of "$(log_of "maskrcnn ${label} ours")")
   result "$(short "${step_summary[mask_ours_${label}]}")"
   part "maskrcnn ${label} python" 90 "${python}" "${work}/peers/mask_rcnn_peer.py" \
-    --size="${mask_size}" --batch=2 "${mask_args[@]}" --amp="${amp}" --inference=false
+    --size="${mask_size}" --batch=2 "${mask_args[@]}" "${flags[@]}" --inference=false
   step_summary[mask_python_${label}]=$(summary_of "$(log_of "maskrcnn ${label} python")")
   result "$(short "${step_summary[mask_python_${label}]}")"
 done
@@ -396,19 +406,22 @@ report() {
   compare "DBNet-R18 train step" 1.2 \
     fp32 "${step_summary[ours_fp32]:-}" "${step_summary[python_fp32]:-}" \
     bf16 "${step_summary[ours_bf16]:-}" "${step_summary[python_bf16]:-}" \
-    fp16 "${step_summary[ours_fp16]:-}" "${step_summary[python_fp16]:-}"
+    fp16 "${step_summary[ours_fp16]:-}" "${step_summary[python_fp16]:-}" \
+    bf16cl "${step_summary[ours_bf16cl]:-}" "${step_summary[python_bf16cl]:-}"
   echo
   compare "DANet-R50 train step" 1.1 \
     fp32 "${step_summary[danet_ours_fp32]:-}" "${step_summary[danet_python_fp32]:-}" \
-    bf16 "${step_summary[danet_ours_bf16]:-}" "${step_summary[danet_python_bf16]:-}"
+    bf16 "${step_summary[danet_ours_bf16]:-}" "${step_summary[danet_python_bf16]:-}" \
+    bf16cl "${step_summary[danet_ours_bf16cl]:-}" "${step_summary[danet_python_bf16cl]:-}"
   echo
   compare "Mask R-CNN train step" 1.0 \
     fp32 "${step_summary[mask_ours_fp32]:-}" "${step_summary[mask_python_fp32]:-}" \
-    bf16 "${step_summary[mask_ours_bf16]:-}" "${step_summary[mask_python_bf16]:-}"
+    bf16 "${step_summary[mask_ours_bf16]:-}" "${step_summary[mask_python_bf16]:-}" \
+    bf16cl "${step_summary[mask_ours_bf16cl]:-}" "${step_summary[mask_python_bf16cl]:-}"
   echo
   echo "Where the steps' time goes (profiled steps; full lists in ${logs}/{dbnet,danet,maskrcnn}_*.log):"
   for model in dbnet danet maskrcnn; do
-    for label in fp32 bf16 fp16; do
+    for label in fp32 bf16 fp16 bf16cl; do
       for side in ours python; do
         local f
         f=$(log_of "${model} ${label} ${side}")

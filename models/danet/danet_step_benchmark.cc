@@ -26,6 +26,7 @@
 #include "core/batch.h"
 #include "engine/autocast.h"
 #include "engine/loss_scaler.h"
+#include "engine/memory_format.h"
 #include "models/backbones/resnet.pb.h"
 #include "models/danet/danet.h"
 #include "models/danet/danet.pb.h"
@@ -44,6 +45,8 @@ ABSL_FLAG(std::string, device, "cpu", "\"cpu\", \"cuda\" or \"cuda:N\"");
 ABSL_FLAG(std::string, amp, "none", "none, bf16 or fp16 (autocast as the trainer runs it)");
 ABSL_FLAG(std::string, optimizer_implementation, "auto", "auto, for_loop, foreach or fused");
 ABSL_FLAG(bool, cudnn_benchmark, false, "let cuDNN time its convolution algorithms (CUDA)");
+ABSL_FLAG(bool, channels_last, false,
+          "weights and images in channels-last layout (TrainPipelineConfig.memory_format)");
 ABSL_FLAG(int, profile_steps, 0, "profile this many steps after the timed ones");
 ABSL_FLAG(int, sync_steps, 2,
           "count the host-device synchronisations of this many steps after the timed ones "
@@ -87,6 +90,8 @@ int Run() {
     if (!s.ok()) return Fail(s);
   }
   model->to(*device);
+  const bool channels_last = absl::GetFlag(FLAGS_channels_last);
+  if (channels_last) engine::ToChannelsLast(*model);
   model->train();
   auto optimizer = bench::MakeSgd(*model, 0.01, 0.9, 1e-4,
                                   absl::GetFlag(FLAGS_optimizer_implementation), device->type());
@@ -102,6 +107,7 @@ int Run() {
   const at::TensorOptions on_device = at::TensorOptions().device(*device);
   vision::core::Batch data;
   data.images = at::randn({batch, 3, height, width}, on_device);
+  if (channels_last) data.images = engine::ImagesToChannelsLast(data.images);
   data.targets["semantic"] =
       at::randint(0, 19, {batch, height, width}, on_device.dtype(at::kLong)).to(at::kByte);
 

@@ -32,6 +32,7 @@
 #include "core/optimizer.h"
 #include "engine/autocast.h"
 #include "engine/loss_scaler.h"
+#include "engine/memory_format.h"
 #include "models/dbnet/dbnet.pb.h"
 #include "models/testing/step_benchmark.h"
 
@@ -57,6 +58,8 @@ ABSL_FLAG(std::string, optimizer_implementation, "auto",
           "with --optimizer=sgd: auto, for_loop, foreach or fused (the config's "
           "optimizer.implementation; auto is foreach on CUDA, for_loop on the CPU)");
 ABSL_FLAG(bool, cudnn_benchmark, false, "let cuDNN time its convolution algorithms (CUDA)");
+ABSL_FLAG(bool, channels_last, false,
+          "weights and images in channels-last layout (TrainPipelineConfig.memory_format)");
 ABSL_FLAG(int, profile_steps, 0,
           "after the timed steps, profile this many more and print the operations that took "
           "the most device time");
@@ -116,6 +119,8 @@ int Run() {
     return 1;
   }
   model->to(*device);
+  const bool channels_last = absl::GetFlag(FLAGS_channels_last);
+  if (channels_last) engine::ToChannelsLast(*model);
   model->train();
   std::unique_ptr<core::Optimizer> optimizer;
   if (optimizer_name == "sgd") {
@@ -136,6 +141,7 @@ int Run() {
   const at::TensorOptions on_device = at::TensorOptions().device(*device);
   core::Batch batch;
   batch.images = at::randn({n, 3, size, size}, on_device);
+  if (channels_last) batch.images = engine::ImagesToChannelsLast(batch.images);
   batch.targets["gt"] = (at::rand({n, size, size}, on_device) > 0.9).to(at::kFloat);
   batch.targets["mask"] = at::ones({n, size, size}, on_device);
   batch.targets["thresh_map"] = at::rand({n, size, size}, on_device) * 0.4 + 0.3;

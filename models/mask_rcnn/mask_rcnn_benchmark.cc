@@ -34,6 +34,7 @@
 #include "core/profile_steps.h"
 #include "engine/autocast.h"
 #include "engine/loss_scaler.h"
+#include "engine/memory_format.h"
 #include "models/backbones/torchvision_import.h"
 #include "models/mask_rcnn/mask_rcnn.h"
 #include "models/testing/step_benchmark.h"
@@ -45,6 +46,8 @@ ABSL_FLAG(std::string, device, "cpu", "\"cpu\", \"cuda\" or \"cuda:N\"");
 ABSL_FLAG(std::string, amp, "none", "none, bf16 or fp16 (autocast as the trainer runs it)");
 ABSL_FLAG(std::string, optimizer_implementation, "auto", "auto, for_loop, foreach or fused");
 ABSL_FLAG(bool, cudnn_benchmark, false, "let cuDNN time its convolution algorithms (CUDA)");
+ABSL_FLAG(bool, channels_last, false,
+          "weights and images in channels-last layout (TrainPipelineConfig.memory_format)");
 ABSL_FLAG(int, sync_steps, 2,
           "count the host-device synchronisations of this many training steps after the timed "
           "ones (CUDA)");
@@ -112,7 +115,11 @@ int Run() {
     return 1;
   }
   model.to(*device);
-  const at::Tensor images = c.at("images").to(*device);
+  const bool channels_last = absl::GetFlag(FLAGS_channels_last);
+  if (channels_last) engine::ToChannelsLast(model);
+  const at::Tensor images = channels_last
+                                ? engine::ImagesToChannelsLast(c.at("images").to(*device))
+                                : c.at("images").to(*device);
   const int64_t batch = images.size(0);
   std::vector<std::pair<int64_t, int64_t>> sizes(batch, {images.size(2), images.size(3)});
   std::vector<InstanceTargets> targets(batch);

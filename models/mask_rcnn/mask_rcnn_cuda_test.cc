@@ -394,6 +394,34 @@ TEST(MaskRcnnCudaTest, Float32MatchesTheCpu) {
   CompareDetections(*cpu, reference.batch, *gpu, gpu_batch, 1.0);
 }
 
+// TrainPipelineConfig.memory_format: channels-last weights and images take the contiguous
+// model's training step and make its predictions within the float32 device tolerances (the
+// layout reorders sums, as another device does), on the CPU and on CUDA.
+void CompareChannelsLast(const c10::Device& device) {
+  const Reference& reference = GetReference();
+  ASSERT_NE(reference.model, nullptr);
+  std::unique_ptr<MaskRCNN> plain = CopyOf(*reference.model, at::kCPU, at::kFloat);
+  std::unique_ptr<MaskRCNN> nhwc = CopyOf(*reference.model, device, at::kFloat);
+  ASSERT_TRUE(plain && nhwc);
+  core::Batch batch = parity::BatchOn(reference.batch, device, at::kFloat);
+  ASSERT_TRUE(parity::ToChannelsLast(*nhwc, &batch));
+  CompareSteps(parity::LossesAndGradients(*plain, reference.batch),
+               parity::LossesAndGradients(*nhwc, batch), kFloat32LossTolerance,
+               kFloat32GradientTolerance);
+  CompareDetections(*plain, reference.batch, *nhwc, batch, 1.0);
+}
+
+TEST(MaskRcnnChannelsLastTest, MatchesContiguousOnTheCpu) {
+  at::set_num_threads(1);
+  CompareChannelsLast(at::kCPU);
+}
+
+TEST(MaskRcnnCudaTest, ChannelsLastFloat32MatchesTheCpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
+  parity::UseIeeeFloat32OnCuda();
+  CompareChannelsLast(c10::Device(at::kCUDA, 0));
+}
+
 TEST(MaskRcnnCudaTest, Float64LossesAndGradientsMatchTheCpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
   const Reference& reference = GetReference();

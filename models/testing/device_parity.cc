@@ -17,6 +17,7 @@
 
 #include "engine/autocast.h"
 #include "engine/loss_scaler.h"
+#include "engine/memory_format.h"
 
 namespace vision::models::testing {
 namespace {
@@ -162,6 +163,21 @@ core::Batch BatchOn(const core::Batch& batch, const c10::Device& device,
   }
   out.samples = batch.samples;
   return out;
+}
+
+::testing::AssertionResult ToChannelsLast(torch::nn::Module& model, core::Batch* batch) {
+  const int converted = engine::ToChannelsLast(model);
+  if (converted == 0) {
+    return ::testing::AssertionFailure() << "the model has no 4-D tensor to make channels-last";
+  }
+  batch->images = engine::ImagesToChannelsLast(batch->images);
+  if (!batch->images.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+      batch->images.is_contiguous()) {
+    return ::testing::AssertionFailure()
+           << "the images " << batch->images.sizes() << " are not strictly channels-last";
+  }
+  std::cout << "channels-last: " << converted << " weight and buffer tensors converted\n";
+  return ::testing::AssertionSuccess();
 }
 
 StepResult LossesAndGradients(core::Model& model, const core::Batch& batch) {

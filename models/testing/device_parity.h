@@ -44,6 +44,12 @@ void UseIeeeFloat32OnCuda();
 // stays on the host.
 core::Batch BatchOn(const core::Batch& batch, const c10::Device& device, at::ScalarType float_type);
 
+// TrainPipelineConfig.memory_format's CHANNELS_LAST as the trainer applies it
+// (engine/memory_format.h): `model`'s 4-D weights and buffers and `batch`'s images in
+// channels-last layout. Fails when the model has no tensor to convert or the images are not
+// channels-last afterwards.
+::testing::AssertionResult ToChannelsLast(torch::nn::Module& model, core::Batch* batch);
+
 // One training step without the optimizer: train mode, gradients cleared, the losses, their
 // plain sum backward. Losses as 0-d float64 CPU tensors; the gradient of every parameter that
 // requires one, float64 on the CPU (a parameter that got none is listed in `without_gradient`).
