@@ -137,7 +137,51 @@ std::string ToMhLiaoDbKey(const std::string& key) {
   return "";
 }
 
+// The blocks of each ResNet stage under `prefix` ("layer2" -> {"layer2.0", "layer2.1"}), and
+// those whose 3x3 convolution is deformable.
+struct ResNetBlocks {
+  std::map<std::string, std::set<std::string>> blocks;
+  std::set<std::string> deformable;
+  bool bottleneck = false;
+};
+
+ResNetBlocks ResNetBlocksOf(const StateDict& state, const std::string& prefix) {
+  static const std::regex kBlock(
+      "(layer[1-4])\\.([0-9]+)\\.(conv1\\.weight|conv3\\.weight|"
+      "conv2\\.conv_offset\\.weight)");
+  ResNetBlocks result;
+  for (const auto& [key, tensor] : state) {
+    std::smatch m;
+    if (!absl::StartsWith(key, prefix)) continue;
+    const std::string name = key.substr(prefix.size());
+    if (!std::regex_match(name, m, kBlock)) continue;
+    const std::string block = absl::StrCat(m[1].str(), ".", m[2].str());
+    result.blocks[m[1].str()].insert(block);
+    if (m[3].str() == "conv3.weight") result.bottleneck = true;
+    if (m[3].str() == "conv2.conv_offset.weight") result.deformable.insert(block);
+  }
+  return result;
+}
+
 absl::StatusOr<Exported> MhLiaoDb(const StateDict& state) {
+  // DB's ResNet hands its dcn argument to every block of layer2..layer4 (stage_with_dcn is
+  // stored but never read): another pattern has no counterpart there, and strict=False would
+  // load it silently into a network with zero offsets in the blocks that lack them.
+  const ResNetBlocks resnet = ResNetBlocksOf(state, "backbone.");
+  if (!resnet.deformable.empty()) {
+    std::set<std::string> db_deformable;
+    for (const char* stage : {"layer2", "layer3", "layer4"}) {
+      const auto it = resnet.blocks.find(stage);
+      if (it != resnet.blocks.end()) db_deformable.insert(it->second.begin(), it->second.end());
+    }
+    if (resnet.deformable != db_deformable) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layout 'mhliao_db': MhLiao/DB's ResNet has deformable convolutions in every block of "
+          "layer2..layer4 or in none, and this model has them in ",
+          absl::StrJoin(resnet.deformable, ", "),
+          ": train with ResNetOptions.stage_with_dcn [false, true, true, true] or without it"));
+    }
+  }
   StateDict renamed;
   std::vector<std::string> foreign;
   for (const auto& [key, tensor] : state) {
@@ -157,6 +201,15 @@ absl::StatusOr<Exported> MhLiaoDb(const StateDict& state) {
       "MhLiao/DB's ResNet also holds backbone.fc.* and backbone.smooth.*, which its forward never "
       "uses and this model lacks: load as its demo.py and eval.py do, "
       "model.load_state_dict(states, strict=False), and expect only those four missing");
+  if (!resnet.deformable.empty() && resnet.bottleneck) {
+    exported.notes.push_back(
+        "MhLiao/DB's deformable Bottleneck predicts offsets at stride 1 in its three stride-2 "
+        "blocks (layer2.0, layer3.0, layer4.0), whose CUDA kernel then reads the first rows of "
+        "them (its issue #250), where this model predicts them at the convolution's stride: "
+        "there the file computes other outputs than ours unless backbones/resnet.py's "
+        "Bottleneck gives conv2_offset stride=stride, as that issue proposes "
+        "(//tools/export:export_authors_interop_test measures both)");
+  }
   return exported;
 }
 
@@ -195,6 +248,41 @@ absl::StatusOr<Exported> Junfu1115DaNet(const StateDict& state) {
       "which DANet's forward never uses and this model lacks: load with "
       "model.load_state_dict(sd, strict=False) and expect only those two missing; its "
       "experiments/segmentation/test.py reads torch.load(f)['state_dict'] (and ['epoch'])");
+  exported.notes.push_back(
+      "dilations are not weights: the authors' dilated=True ResNet is this model at "
+      "output_stride 8, and this project's multi_grid [a, b, c] is their multi_grid=True, "
+      "multi_dilation=[4a, 4b, 4c] (their Cityscapes recipe: 4, 8, 16)");
+  if (!ResNetBlocksOf(state, "backbone.").bottleneck) {
+    exported.notes.push_back(
+        "the authors' DANet builds ResNet-50/101/152 only; the BasicBlock of their dilated "
+        "resnet18/34 dilates conv2 as well as conv1, where this model (as mmseg) dilates conv1 "
+        "only, so their resnet18/34 computes other features from these weights unless conv2 is "
+        "built with dilation 1 (//tools/export:export_authors_interop_test measures both)");
+  }
+  std::map<std::string, at::Tensor> head;
+  for (const auto& [key, tensor] : state) {
+    if (absl::StartsWith(key, "head.")) head.emplace(key, tensor);
+  }
+  const auto conv5a = head.find("head.conv5a.0.weight");
+  const auto query = head.find("head.sa.query_conv.weight");
+  if (conv5a != head.end() && query != head.end()) {
+    const int64_t inter = conv5a->second.size(0), in = conv5a->second.size(1);
+    if (in != 2048 || inter != 512) {
+      exported.notes.push_back(absl::StrCat(
+          "the authors' DANet builds DANetHead(2048, nclass) (512 channels); this head takes ", in,
+          " channels to ", inter, ": ",
+          inter * 4 == in ? absl::StrCat("build DANetHead(", in, ", nclass) to load it")
+                          : absl::StrCat("DANetHead takes in_channels / 4, so none of its "
+                                         "instances can hold it (train with head_channels ",
+                                         in / 4, ", or 0)")));
+    }
+    if (query->second.size(0) * 8 != inter) {
+      exported.notes.push_back(absl::StrCat(
+          "the authors' PAM_Module projects queries and keys to in_dim / 8 channels, this one to ",
+          query->second.size(0), " of ", inter,
+          ": it will not load there (train with attention_reduction 8)"));
+    }
+  }
   return exported;
 }
 

@@ -9,10 +9,17 @@
 //    back into MaskRCNN through MaskRCNNOptions.weights_path.
 //  - "mhliao_db": MhLiao/DB's DBNet keys (DBNet only): its SegDetectorModel's state dict
 //    ("model.module.backbone.*", "model.module.decoder.*"), which its demo.py and eval.py load
-//    with strict=False; its ResNet's unused fc and smooth layers have no counterpart.
+//    with strict=False; its ResNet's unused fc and smooth layers have no counterpart. Its
+//    ResNet has deformable convolutions in all of layer2..layer4 or none: another pattern is
+//    refused. A deformable Bottleneck ResNet gets a note: DB's computes the offsets of its
+//    stride-2 blocks differently (its issue #250), so the outputs differ there.
 //  - "junfu1115_danet": the DANet authors' keys (DANet only; junfu1115/DANet c7a2f60):
 //    "pretrained.*" (the dilated ResNet) and "head.*"; its ResNet's unused fc has no
-//    counterpart, and a model with an auxiliary head is refused (theirs has none).
+//    counterpart, and a model with an auxiliary head is refused (theirs has none). Notes say
+//    how dilations map, and where the authors' code builds no such network (a BasicBlock
+//    ResNet, whose dilated conv2 differs from ours; a head other than theirs).
+// tools/export/export_authors_interop_test loads both into the authors' module structures and
+// compares their outputs with ours.
 //  - "torchvision_resnet": the model's ResNet backbone alone with torchvision.models.resnet*
 //    keys (conv1, bn1, layer1..layer4); torchvision's classifier (fc) has no counterpart.
 // FrozenBatchNorm2d has no num_batches_tracked; the torchvision layouts add it as 0 so that

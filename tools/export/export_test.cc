@@ -26,6 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using models::backbones::StateDict;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kTinyMaskRcnn[] = "tools/export/testdata/mask_rcnn_tiny.pbtxt";
 constexpr char kTinyDbnet[] = "tools/export/testdata/dbnet_tiny.pbtxt";
@@ -160,7 +161,7 @@ TEST(ExportTest, LayoutsAModelDoesNotSupportAreRefusedNamingTheValidOnes) {
 
 // MhLiao/DB's names and shapes, from its decoders/seg_detector.py and backbones/resnet.py
 // (SegDetector(inner_channels=16, adaptive=True) on resnet18 / deformable_resnet18 under
-// DataParallel); the full key and shape sets were compared against its modules once, in Python.
+// DataParallel); export_authors_interop_test loads whole files into its modules and runs them.
 TEST(ExportTest, MhLiaoDbLayoutNamesTheDecoderAndDeformableOffsetsAsItsModelDoes) {
   for (const bool dcn : {false, true}) {
     SCOPED_TRACE(dcn ? "deformable ResNet-18" : "ResNet-18");
@@ -205,9 +206,39 @@ TEST(ExportTest, MhLiaoDbLayoutNamesTheDecoderAndDeformableOffsetsAsItsModelDoes
   }
 }
 
+// MhLiao/DB's ResNet gives every block of layer2..layer4 a deformable convolution or none: a
+// model with another pattern is refused (loaded with strict=False, the blocks it lacks would keep
+// zero offsets silently), and a deformable Bottleneck is told about DB's stride-1 offsets.
+TEST(ExportTest, MhLiaoDbLayoutRefusesDeformableStagesItsResNetCannotBuild) {
+  const std::string dcn_options =
+      "model { options { [type.googleapis.com/vision.models.dbnet.DBNetOptions] { backbone { "
+      "options { [type.googleapis.com/vision.models.backbones.ResNetOptions] { ";
+  std::shared_ptr<core::Model> partial = Build(
+      kTinyDbnet, 1, {dcn_options + "stage_with_dcn: [false, false, true, true] } } } } } }"});
+  auto refused = ToLayout("DBNet", "mhliao_db", ModuleStateDict(*partial));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("in every block of layer2..layer4 or in none, and this model has them in "
+                        "layer3.0, layer3.1, layer4.0, layer4.1: train with "
+                        "ResNetOptions.stage_with_dcn [false, true, true, true]"));
+
+  auto basic = ToLayout("DBNet", "mhliao_db", ModuleStateDict(*Build(kTinyDbnetDcn, 1)));
+  ASSERT_TRUE(basic.ok()) << basic.status();
+  EXPECT_THAT(absl::StrJoin(basic->notes, "\n"), Not(HasSubstr("issue #250")));
+  std::shared_ptr<core::Model> bottleneck = Build(
+      kTinyDbnetDcn, 1,
+      {"model { options { [type.googleapis.com/vision.models.dbnet.DBNetOptions] { backbone { "
+       "type: \"ResNet50\" } } } }"});
+  auto noted = ToLayout("DBNet", "mhliao_db", ModuleStateDict(*bottleneck));
+  ASSERT_TRUE(noted.ok()) << noted.status();
+  EXPECT_THAT(absl::StrJoin(noted->notes, "\n"),
+              HasSubstr("blocks (layer2.0, layer3.0, layer4.0), whose CUDA kernel then reads the "
+                        "first rows of them (its issue #250)"));
+}
+
 // The DANet authors' names (junfu1115/DANet c7a2f60: BaseNet's "pretrained" ResNet, DANetHead
-// "head"); the full key and shape sets of a ResNet-50 DANet were compared against its modules
-// once, in Python.
+// "head"); export_authors_interop_test loads whole files into its modules and runs them.
 TEST(ExportTest, Junfu1115DanetLayoutIsPretrainedAndHead) {
   std::shared_ptr<core::Model> model = Build(kTinyDanet, 1);
   Randomise(*model);
@@ -226,7 +257,15 @@ TEST(ExportTest, Junfu1115DanetLayoutIsPretrainedAndHead) {
     ASSERT_EQ(theirs.count(key), 1u) << key;
     EXPECT_TRUE(at::equal(theirs.at(key), ours.at(our_key))) << key;
   }
-  EXPECT_THAT(absl::StrJoin(exported->notes, "\n"), HasSubstr("pretrained.fc.weight"));
+  const std::string notes = absl::StrJoin(exported->notes, "\n");
+  EXPECT_THAT(notes, HasSubstr("pretrained.fc.weight"));
+  EXPECT_THAT(notes, HasSubstr("multi_dilation=[4a, 4b, 4c]"));
+  // A ResNet-18 with a 32-channel head: the authors build neither.
+  EXPECT_THAT(notes, HasSubstr("the BasicBlock of their dilated resnet18/34 dilates conv2"));
+  EXPECT_THAT(notes, HasSubstr("this head takes 512 channels to 32: DANetHead takes "
+                               "in_channels / 4, so none of its instances can hold it (train "
+                               "with head_channels 128, or 0)"));
+  EXPECT_THAT(notes, Not(HasSubstr("PAM_Module")));
 
   // The authors' DANet has no auxiliary head: a model with one is refused, naming it.
   std::shared_ptr<core::Model> with_aux =
