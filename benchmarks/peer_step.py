@@ -58,12 +58,20 @@ def synchronize(device):
         torch.cuda.synchronize(device)
 
 
+def sync_site(filename, lineno):
+    """The Python line a synchronisation warning points at, as "package/module.py:line" (the
+    last three path components): torchvision's or this peer's line that called the operator,
+    or the line that called backward() for a warning the autograd engine replays after it."""
+    return "/".join(filename.split("/")[-3:]) + f":{lineno}"
+
+
 @contextlib.contextmanager
 def count_syncs(device):
     """Counts host-device synchronisations of CUDA work inside the block (CUDA's sync debug mode
     in "warn", each warning counted, as SyncCounter does for ours); yields a list whose first
-    element is the count when the block ends. Counts nothing on the CPU."""
-    counted = [0]
+    element is the count when the block ends and whose second is a Counter of the count per
+    call site (sync_site). Counts nothing on the CPU."""
+    counted = [0, collections.Counter()]
     if device.type != "cuda":
         yield counted
         return
@@ -74,7 +82,10 @@ def count_syncs(device):
             yield counted
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    counted[0] = sum("synchronizing CUDA operation" in str(w.message) for w in caught)
+    for w in caught:
+        if "synchronizing CUDA operation" in str(w.message):
+            counted[0] += 1
+            counted[1][sync_site(w.filename, w.lineno)] += 1
 
 
 def memory_summary(device):
@@ -113,7 +124,8 @@ def profile(device, steps, step_ms, step):
 def report_steps(device, amp, images_per_second, ms, scaler, sync_steps, profile_steps, step_ms,
                  step, optimizer=True):
     """Counts the synchronisations of sync_steps more calls of step (CUDA), prints the
-    "summary:" line and then, with profile_steps, the profile: ReportSteps of
+    "summary:" line, a "sync site:" line per call site that synchronised, and then, with
+    profile_steps, the profile: ReportSteps of
     models/testing/step_benchmark.h, key for key."""
     with count_syncs(device) as syncs:
         for _ in range(sync_steps):
@@ -127,7 +139,10 @@ def report_steps(device, amp, images_per_second, ms, scaler, sync_steps, profile
     if device.type == "cuda" and sync_steps > 0:
         summary += f" syncs_per_step={syncs[0] / sync_steps:g}"
     summary += memory_summary(device)
-    print(summary, flush=True)
+    print(summary)
+    for site, count in syncs[1].most_common():
+        print(f"sync site: {count / sync_steps:g} per step: {site}")
+    print(end="", flush=True)
     if profile_steps > 0:
         try:
             profile(device, profile_steps, step_ms, step)

@@ -419,6 +419,20 @@ report() {
     bf16 "${step_summary[mask_ours_bf16]:-}" "${step_summary[mask_python_bf16]:-}" \
     bf16cl "${step_summary[mask_ours_bf16cl]:-}" "${step_summary[mask_python_bf16cl]:-}"
   echo
+  echo "Host-device synchronisations per step by call site (ours: the operator and our function"
+  echo "that called it; python: the line that called it; README.md of benchmarks/gpu says which"
+  echo "ones the reference trainers need too):"
+  for model in dbnet danet maskrcnn; do
+    for label in fp32 bf16cl; do
+      for side in ours python; do
+        local f
+        f=$(log_of "${model} ${label} ${side}")
+        [[ -f "${f}" ]] || continue
+        grep '^sync site:' "${f}" | cut -c1-160 | sed "s/^sync site:/  ${model} ${label} ${side}:/"
+      done
+    done
+  done
+  echo
   echo "Where the steps' time goes (profiled steps; full lists in ${logs}/{dbnet,danet,maskrcnn}_*.log):"
   for model in dbnet danet maskrcnn; do
     for label in fp32 bf16 fp16 bf16cl; do

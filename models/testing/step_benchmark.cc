@@ -3,20 +3,24 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/util/Backtrace.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <mutex>
 #include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "core/config/pipeline.pb.h"
 #include "core/param_groups.h"
 #include "engine/optim/optim.pb.h"
@@ -116,21 +120,81 @@ std::vector<double> PhaseTimer::MeanMs() const {
 
 // Counts CUDA's "called a synchronizing CUDA operation" warnings and hands every other warning
 // to the handler that was in place.
+namespace {
+
+// The function of one backtrace line ("frame #3: at::_ops::item::call(at::Tensor const&) +
+// 0x4f (0x7f... in libtorch_cpu.so)"), without its arguments; empty when it has no name.
+std::string FrameFunction(absl::string_view line) {
+  const size_t colon = line.find(": ");
+  if (!absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "frame #") ||
+      colon == absl::string_view::npos) {
+    return "";
+  }
+  std::string name(line.substr(colon + 2));
+  if (const size_t offset = name.find(" + 0x"); offset != std::string::npos) name.resize(offset);
+  // Parentheses inside a name ("(anonymous namespace)", "{lambda()#1}") are not its arguments.
+  absl::StrReplaceAll({{"(anonymous namespace)", "{anonymous}"}, {"()#", "#"}, {"[abi:cxx11]", ""}}, &name);
+  if (const size_t paren = name.find('('); paren != std::string::npos) name.resize(paren);
+  if (absl::StartsWith(name, "0x") || name.empty() || name == "<unknown function>") return "";
+  return name;
+}
+
+bool IsOurs(absl::string_view function) {
+  return absl::StartsWith(function, "vision::") &&
+         !absl::StartsWith(function, "vision::models::testing::");
+}
+
+}  // namespace
+
+std::string SyncSite(const std::string& backtrace) {
+  std::string op;
+  bool autograd = false;
+  for (absl::string_view line : absl::StrSplit(backtrace, '\n')) {
+    const std::string function = FrameFunction(line);
+    if (function.empty()) continue;
+    if (IsOurs(function)) {
+      // The benchmarks' own step code (in a model's namespace, under Run) is the caller of
+      // the model: the site is the operator it called directly.
+      if (absl::StrContains(function, "::Run")) break;
+      return absl::StrCat(op.empty() ? "(no operator)" : op, " in ", function);
+    }
+    if (absl::StartsWith(function, "at::_ops::")) {
+      const absl::string_view rest = absl::string_view(function).substr(10);
+      op = std::string(rest.substr(0, rest.find("::")));
+    }
+    if (absl::StartsWith(function, "torch::autograd::Engine::")) autograd = true;
+  }
+  if (autograd) return "backward (autograd's replayed warning)";
+  return op.empty() ? "(unknown site)" : op;
+}
+
 class SyncCounter::Handler : public c10::WarningHandler {
  public:
   explicit Handler(c10::WarningHandler* previous) : previous_(previous) {}
   void process(const c10::Warning& warning) override {
     if (absl::StrContains(warning.msg(), "synchronizing CUDA operation")) {
-      count_.fetch_add(1);
+      const std::string site = SyncSite(c10::get_backtrace(/*frames_to_skip=*/1));
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++count_;
+      ++sites_[site];
     } else if (previous_ != nullptr) {
       previous_->process(warning);
     }
   }
-  int64_t count() const { return count_.load(); }
+  int64_t count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return count_;
+  }
+  std::map<std::string, int64_t> sites() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sites_;
+  }
 
  private:
   c10::WarningHandler* previous_;
-  std::atomic<int64_t> count_{0};
+  mutable std::mutex mutex_;
+  int64_t count_ = 0;
+  std::map<std::string, int64_t> sites_;
 };
 
 SyncCounter::SyncCounter(const c10::Device& device) {
@@ -147,6 +211,15 @@ SyncCounter::~SyncCounter() {
 }
 
 int64_t SyncCounter::count() const { return handler_ == nullptr ? 0 : handler_->count(); }
+
+std::vector<std::pair<std::string, int64_t>> SyncCounter::sites() const {
+  std::vector<std::pair<std::string, int64_t>> sites;
+  if (handler_ == nullptr) return sites;
+  for (const auto& [site, count] : handler_->sites()) sites.emplace_back(site, count);
+  std::stable_sort(sites.begin(), sites.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  return sites;
+}
 
 std::string DeviceMemorySummary(const c10::Device& device) {
   if (!device.is_cuda()) return "";
@@ -197,10 +270,12 @@ void Profile(const c10::Device& device, int steps, double step_ms,
 void ReportSteps(const c10::Device& device, const StepFigures& figures, int sync_steps,
                  int profile_steps, double step_ms, const std::function<void()>& step) {
   int64_t syncs = 0;
+  std::vector<std::pair<std::string, int64_t>> sites;
   {
     SyncCounter counter(device);
     for (int i = 0; i < sync_steps; ++i) step();
     syncs = counter.count();
+    sites = counter.sites();
   }
   std::string summary =
       absl::StrCat("summary: device=", device.str(), " amp=", figures.amp,
@@ -218,6 +293,10 @@ void ReportSteps(const c10::Device& device, const StepFigures& figures, int sync
   }
   absl::StrAppend(&summary, DeviceMemorySummary(device));
   std::printf("%s\n", summary.c_str());
+  for (const auto& [site, count] : sites) {
+    std::printf("sync site: %g per step: %s\n", static_cast<double>(count) / sync_steps,
+                site.c_str());
+  }
   std::fflush(stdout);
   if (profile_steps <= 0) return;
   try {

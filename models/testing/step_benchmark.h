@@ -85,12 +85,24 @@ class SyncCounter {
   SyncCounter& operator=(const SyncCounter&) = delete;
 
   int64_t count() const;
+  // How many synchronisations each call site made (SyncSite of the backtrace taken at each),
+  // most first.
+  std::vector<std::pair<std::string, int64_t>> sites() const;
 
  private:
   class Handler;
   std::unique_ptr<Handler> handler_;
   std::optional<c10::WarningUtils::WarningHandlerGuard> guard_;
 };
+
+// Names the call site of a synchronisation from a symbolised backtrace (c10::get_backtrace's
+// "frame #N: function + 0xOFFSET (...)" lines, innermost first): the outermost ATen operator
+// called below this project's first frame, and that frame's function, as "item in
+// vision::engine::LossScaler::UnscaleAndCheckFinite". Frames of c10, of this file and of the
+// benchmarks' own step code are not the site; a warning replayed by the autograd engine after
+// backward names "backward". Our frames have names only in binaries linked with -rdynamic
+// (the benchmarks are); otherwise the site is the operator alone.
+std::string SyncSite(const std::string& backtrace);
 
 // " peak_allocated_mib=A peak_reserved_mib=R" of LibTorch's caching allocator on a CUDA
 // `device`; empty on the CPU.
@@ -110,7 +122,8 @@ struct StepFigures {
 
 // Counts the host-device synchronisations of `sync_steps` more calls of `step` (CUDA), prints
 // the "summary:" line (device, amp, images/s, ms per phase, optimizer, loss scale,
-// synchronisations per step, peak allocator memory) and then, with `profile_steps`, the
+// synchronisations per step, peak allocator memory), a "sync site:" line per call site that
+// synchronised (per step, most first), and then, with `profile_steps`, the
 // profile of that many more steps (a profiler that cannot start costs only its list).
 void ReportSteps(const c10::Device& device, const StepFigures& figures, int sync_steps,
                  int profile_steps, double step_ms, const std::function<void()>& step);
