@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <opencv2/core.hpp>
+
 #include "absl/status/statusor.h"
 #include "core/plugin.h"
 #include "core/sample.h"
@@ -36,6 +38,15 @@ class Dataset {
     truth.image = cv::Mat();
     truth.targets.clear();
     return truth;
+  }
+  // The size of sample `index`'s image as Load() gives it (before augmentations), for batching
+  // images by shape (the loader's aspect-ratio grouping). The default decodes the sample with
+  // Load(), so a first use reads every image of the dataset; a dataset whose annotations state
+  // its images' sizes (COCO's "width" and "height") overrides it to answer without decoding.
+  virtual absl::StatusOr<cv::Size> ImageSize(int64_t index) const {
+    absl::StatusOr<Sample> sample = Load(index);
+    if (!sample.ok()) return sample.status();
+    return sample->image.size();
   }
 };
 

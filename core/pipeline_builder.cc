@@ -55,6 +55,12 @@ class PixelLimitedDataset final : public Dataset {
   absl::StatusOr<Sample> GroundTruth(int64_t index, const Sample& loaded) const override {
     return dataset_->GroundTruth(index, loaded);
   }
+  // Forwarded too: a dataset that knows its sizes answers without decoding; the default
+  // decodes, under the limit.
+  absl::StatusOr<cv::Size> ImageSize(int64_t index) const override {
+    const ScopedMaxImagePixels limit(max_pixels_, setting_);
+    return dataset_->ImageSize(index);
+  }
 
  private:
   const std::unique_ptr<Dataset> dataset_;

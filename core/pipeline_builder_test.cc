@@ -81,6 +81,11 @@ class FakeDataset : public Dataset {
     truth.id = absl::StrCat("the file's annotations of sample ", index);
     return truth;
   }
+  // Without an image, a size the dataset states (Dataset's default decodes the image).
+  absl::StatusOr<cv::Size> ImageSize(int64_t index) const override {
+    if (!o_.has_image_path()) return cv::Size(5, 7);
+    return Dataset::ImageSize(index);
+  }
   std::optional<DatasetMetadata> Metadata() const override {
     if (!o_.states_metadata()) return std::nullopt;
     DatasetMetadata metadata;
@@ -475,6 +480,17 @@ TEST(PipelineBuilderTest, EachSplitsMaxImagePixelsReachesItsDatasetsImageReads) 
   absl::StatusOr<Sample> truth = (*eval)->GroundTruth(0, *sample);
   ASSERT_TRUE(truth.ok()) << truth.status();
   EXPECT_EQ(truth->id, "the file's annotations of sample 0");
+  // ImageSize too, decoding under the split's limit where the dataset does not state sizes.
+  EXPECT_EQ((*train)->ImageSize(0).status().code(), absl::StatusCode::kDataLoss);
+  absl::StatusOr<cv::Size> size = (*eval)->ImageSize(0);
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(*size, cv::Size(96, 64));
+  absl::StatusOr<std::unique_ptr<Dataset>> stated =
+      BuildDataset(Config("", "name: \"fake\"", "").train_data(), "train_data");
+  ASSERT_TRUE(stated.ok()) << stated.status();
+  size = (*stated)->ImageSize(0);
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(*size, cv::Size(5, 7));
 }
 
 TEST(DataAgreementTest, EvaluationAloneChecksTheModelAndEvaluatorAgainstTheEvalDataset) {

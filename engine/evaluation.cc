@@ -23,6 +23,7 @@ data::LoaderOptions LoaderOptionsFromConfig(const core::LoaderConfig& config, ui
   o.drop_last = config.drop_last();
   o.skip_bad_samples = config.on_bad_sample() == core::LoaderConfig::SKIP;
   o.max_bad_sample_fraction = config.max_bad_sample_fraction();
+  o.aspect_ratio_group_factor = config.aspect_ratio_group_factor();
   o.seed = seed;
   o.pin_memory = pin_memory;
   return o;
@@ -58,6 +59,8 @@ absl::StatusOr<std::map<std::string, double>> RunEvaluation(const EvaluationJob&
   options.drop_last = false;
   options.keep_ground_truth = true;
   options.refill_skipped = false;
+  // Every image once, in order (grouping would reorder and repeat them).
+  options.aspect_ratio_group_factor = -1;
   data::DataLoader loader(*job.dataset, job.augmentations, nullptr, options);
   loader.StartEpoch(0, std::move(indices));
   job.model->eval();

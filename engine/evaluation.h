@@ -59,7 +59,8 @@ struct EvaluationJob {
 };
 
 // The loader options a LoaderConfig states (batch size, workers, prefetching, drop_last,
-// on_bad_sample and its max_bad_sample_fraction), with the run's seed; pinned memory on CUDA.
+// on_bad_sample and its max_bad_sample_fraction, aspect_ratio_group_factor), with the run's
+// seed; pinned memory on CUDA.
 data::LoaderOptions LoaderOptionsFromConfig(const core::LoaderConfig& config, uint64_t seed,
                                             bool pin_memory);
 

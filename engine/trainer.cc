@@ -271,8 +271,9 @@ absl::Status Trainer::Loop::SetUpData() {
                           distributed::sampler::DistributedSampler::Create(so));
   sampler_ = std::make_unique<distributed::sampler::DistributedSampler>(std::move(sampler));
   const int64_t per_rank = sampler_->NumSamples();
-  batches_per_epoch_ = lc.drop_last() ? per_rank / lc.batch_size()
-                                      : (per_rank + lc.batch_size() - 1) / lc.batch_size();
+  const data::LoaderOptions loader_options =
+      LoaderOptionsFromConfig(lc, config_.seed(), !device_.is_cpu());
+  batches_per_epoch_ = data::NumBatches(loader_options, per_rank);
   const int accumulation = t.gradient_accumulation_steps();
   if (batches_per_epoch_ < accumulation) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -282,9 +283,9 @@ absl::Status Trainer::Loop::SetUpData() {
         accumulation));
   }
   total_steps_ = t.has_max_steps() ? t.max_steps() : t.max_epochs() * (batches_per_epoch_ / accumulation);
-  train_loader_ = std::make_unique<data::DataLoader>(
-      *p_.train_dataset, Pointers(p_.train_augmentations), p_.model->MakeTargetGenerator(),
-      LoaderOptionsFromConfig(lc, config_.seed(), !device_.is_cpu()));
+  train_loader_ =
+      std::make_unique<data::DataLoader>(*p_.train_dataset, Pointers(p_.train_augmentations),
+                                         p_.model->MakeTargetGenerator(), loader_options);
   return absl::OkStatus();
 }
 

@@ -119,6 +119,19 @@ void CheckData(const DataConfig& data, const std::string& field, Problems* probl
       loader.max_bad_sample_fraction() >= 0 && loader.max_bad_sample_fraction() <= 1,
       field + ".loader.max_bad_sample_fraction",
       absl::StrCat("must be a share in [0, 1], got ", loader.max_bad_sample_fraction()));
+  // As data/loader/aspect_ratio_groups.h's kMaxAspectRatioGroupFactor (core does not depend on
+  // the loader).
+  constexpr int kMaxGroupFactor = 1000;
+  problems->Require(
+      loader.aspect_ratio_group_factor() >= -1 &&
+          loader.aspect_ratio_group_factor() <= kMaxGroupFactor,
+      field + ".loader.aspect_ratio_group_factor",
+      absl::StrCat("must be -1 (off) or a factor in [0, ", kMaxGroupFactor, "] (torchvision's ",
+                   "detection recipes use 3), got ", loader.aspect_ratio_group_factor()));
+  problems->Require(field != "eval_data" || loader.aspect_ratio_group_factor() == -1,
+                    field + ".loader.aspect_ratio_group_factor",
+                    "groups training batches only (evaluation reads every image once, in order); "
+                    "leave it unset here");
 }
 
 void CheckSegmentationInference(const SegmentationInferenceConfig& c, const std::string& field,

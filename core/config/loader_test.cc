@@ -246,6 +246,34 @@ TEST(LoaderTest, OverrideCanFixAnInvalidValue) {
   EXPECT_TRUE(c.ok()) << c.status();
 }
 
+TEST(LoaderTest, AspectRatioGroupFactorIsOffOrAFactorForTrainingOnly) {
+  absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("valid.pbtxt"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->train_data().loader().aspect_ratio_group_factor(), -1);  // off by default
+  for (const char* value : {"-1", "0", "3", "1000"}) {
+    c = LoadPipelineConfig(
+        Path("valid.pbtxt"),
+        {absl::StrCat("train_data { loader { aspect_ratio_group_factor: ", value, " } }")});
+    EXPECT_TRUE(c.ok()) << value << ": " << c.status();
+  }
+  for (const char* value : {"-2", "1001"}) {
+    c = LoadPipelineConfig(
+        Path("valid.pbtxt"),
+        {absl::StrCat("train_data { loader { aspect_ratio_group_factor: ", value, " } }")});
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << value;
+    EXPECT_THAT(c.status().message(),
+                HasSubstr(absl::StrCat("train_data.loader.aspect_ratio_group_factor: must be -1 "
+                                       "(off) or a factor in [0, 1000] (torchvision's detection "
+                                       "recipes use 3), got ",
+                                       value)));
+  }
+  c = LoadPipelineConfig(Path("valid.pbtxt"),
+                         {"eval_data { loader { batch_size: 1 aspect_ratio_group_factor: 3 } }"});
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("eval_data.loader.aspect_ratio_group_factor: groups training batches "
+                        "only"));
+}
+
 TEST(LoaderTest, MaxImagePixelsMustBeAPixelCountOpenCvDecodes) {
   absl::StatusOr<TrainPipelineConfig> c = LoadPipelineConfig(Path("valid.pbtxt"));
   ASSERT_TRUE(c.ok()) << c.status();

@@ -18,6 +18,7 @@
 #include "core/status_macros.h"
 #include "core/status_util.h"
 #include "core/torch_guard.h"
+#include "data/loader/aspect_ratio_groups.h"
 
 namespace vision::data {
 namespace {
@@ -121,6 +122,12 @@ void BatchMemoryPool::Release(void* data, size_t capacity) {
 int BatchMemoryPool::free_buffers() {
   std::lock_guard<std::mutex> lock(mutex_);
   return static_cast<int>(free_.size());
+}
+
+int64_t NumBatches(const LoaderOptions& options, int64_t num_samples) {
+  const int64_t b = options.batch_size;
+  const bool whole = options.drop_last || options.aspect_ratio_group_factor != -1;
+  return whole ? num_samples / b : (num_samples + b - 1) / b;
 }
 
 uint64_t SampleSeed(uint64_t seed, int64_t epoch, int64_t index) {
@@ -289,17 +296,32 @@ void DataLoader::StopWorkers() {
   ready_.clear();
 }
 
+absl::Status DataLoader::GroupByAspectRatio() {
+  if (!groups_.has_value()) {
+    VISION_ASSIGN_OR_RETURN(groups_,
+                            AspectRatioGroups(dataset_, options_.aspect_ratio_group_factor));
+  }
+  VISION_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> batches,
+                          GroupedBatches(indices_, *groups_, options_.batch_size));
+  indices_.clear();
+  for (const std::vector<int64_t>& batch : batches) {
+    indices_.insert(indices_.end(), batch.begin(), batch.end());
+  }
+  return absl::OkStatus();
+}
+
 void DataLoader::StartEpoch(int64_t epoch, std::vector<int64_t> indices, int64_t first_batch) {
   StopWorkers();
-  const int64_t b = options_.batch_size;
-  const int64_t n = static_cast<int64_t>(indices.size());
   epoch_ = epoch;
   indices_ = std::move(indices);
   {
     std::lock_guard<std::mutex> lock(bad_mutex_);
     bad_in_epoch_.clear();
   }
-  num_batches_ = options_.drop_last ? n / b : (n + b - 1) / b;
+  num_batches_ = NumBatches(options_, static_cast<int64_t>(indices_.size()));
+  // Any factor but -1 groups: a bad one is an error (AspectRatioBinEdges), not off.
+  epoch_error_ = options_.aspect_ratio_group_factor != -1 ? GroupByAspectRatio() : absl::OkStatus();
+  if (!epoch_error_.ok()) num_batches_ = 0;
   next_to_claim_ = next_to_return_ = std::clamp<int64_t>(first_batch, 0, num_batches_);
   stopping_ = false;
   for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
@@ -427,6 +449,7 @@ void DataLoader::WorkerLoop() {
 }
 
 absl::StatusOr<std::optional<core::Batch>> DataLoader::Next() {
+  VISION_RETURN_IF_ERROR(epoch_error_);
   if (next_to_return_ >= num_batches_) return std::optional<core::Batch>();
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<core::Batch> batch = absl::UnknownError("unset");

@@ -53,7 +53,20 @@ struct LoaderOptions {
   // Page-locked batch memory for non-blocking host-to-GPU copies (needs a CUDA device; the
   // trainer and evaluation set it when training on one).
   bool pin_memory = false;
+  // >= 0: batches of images of similar shape, as torchvision's detection reference with
+  // --aspect-ratio-group-factor k (aspect_ratio_groups.h): the dataset's images fall into
+  // aspect-ratio bins (Dataset::ImageSize, asked once per loader), and an epoch's batches are
+  // GroupedBatches of its indices in the order given, so num_samples / batch_size batches
+  // whatever drop_last says. Batch k is still a function of (indices, k), so a run resumed at
+  // batch k equals an uninterrupted one. Under skip_bad_samples, a batch with bad samples is
+  // filled up from the samples that follow it in the grouped order (possibly of another bin).
+  // -1: off; other negative values are an error (Next() returns it).
+  int aspect_ratio_group_factor = -1;
 };
+
+// The batches of an epoch over `num_samples` indices: num_samples / batch_size under
+// aspect-ratio grouping (any factor but -1) and with drop_last, rounded up otherwise.
+int64_t NumBatches(const LoaderOptions& options, int64_t num_samples);
 
 // Reuses the memory of dropped batches for new ones. A batch is tens of megabytes (8
 // normalised 640 x 640 images alone are 39 MB, above malloc's mmap threshold), so without
@@ -127,7 +140,9 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   // Starts an epoch over `indices` (this rank's share, in order), beginning at batch
-  // `first_batch` (to resume inside an epoch). Stops any epoch still running.
+  // `first_batch` (to resume inside an epoch). Stops any epoch still running. Under
+  // aspect-ratio grouping the first epoch asks the dataset for its image sizes; an error there
+  // (or a bad index) is what Next() returns.
   void StartEpoch(int64_t epoch, std::vector<int64_t> indices, int64_t first_batch = 0);
 
   // The next batch, nullopt at the end of the epoch, or the first sample error.
@@ -144,6 +159,8 @@ class DataLoader {
 
  private:
   absl::StatusOr<core::Batch> MakeBatch(int64_t batch_index);
+  // Replaces indices_ by its aspect-ratio grouped batches, concatenated.
+  absl::Status GroupByAspectRatio();
   // Records a bad sample of the epoch; an error once too many of them are bad.
   absl::Status NoteBadSample(int64_t index, const absl::Status& error);
   void WorkerLoop();
@@ -155,7 +172,12 @@ class DataLoader {
   const LoaderOptions options_;
 
   int64_t epoch_ = 0;
+  // The epoch's indices, batch after batch (under grouping: the grouped batches, concatenated).
   std::vector<int64_t> indices_;
+  // Under aspect-ratio grouping: each dataset sample's group, once known.
+  std::optional<std::vector<int>> groups_;
+  // Why the epoch cannot start (grouping failed), returned by Next().
+  absl::Status epoch_error_;
   int64_t num_batches_ = 0;
   int64_t next_to_claim_ = 0;
   int64_t next_to_return_ = 0;

@@ -123,6 +123,15 @@ absl::StatusOr<std::unique_ptr<CocoDataset>> CocoDataset::Create(const CocoOptio
       std::move(index), std::move(samples), options.keep_crowd()));
 }
 
+absl::StatusOr<cv::Size> CocoDataset::ImageSize(int64_t index) const {
+  if (index < 0 || index >= Size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("COCO: sample index ", index, " is outside [0, ", Size(), ")"));
+  }
+  const CocoImageRecord& image = index_.images()[samples_[index]];
+  return cv::Size(image.width, image.height);
+}
+
 absl::StatusOr<core::Sample> CocoDataset::Load(int64_t index) const {
   if (index < 0 || index >= Size()) {
     return absl::OutOfRangeError(

@@ -56,6 +56,9 @@ class CocoDataset : public core::Dataset {
   // Object instances labelled 0..K-1 by the categories sorted by id; source ids are the
   // category ids.
   std::optional<core::DatasetMetadata> Metadata() const override;
+  // The image's "width" and "height" as the JSON states them (Load checks the decoded image
+  // against them), without decoding: as torchvision's aspect-ratio grouping reads COCO.
+  absl::StatusOr<cv::Size> ImageSize(int64_t index) const override;
 
   // Category names by label (categories sorted by id).
   const std::vector<std::string>& class_names() const { return class_names_; }

@@ -379,6 +379,24 @@ TEST(CocoDatasetTest, UndecodableImage) {
                     HasSubstr("(image 3 of testdata/coco/bad/undecodable_image.json")));
 }
 
+TEST(CocoDatasetTest, ImageSizeIsTheJsonsWithoutDecoding) {
+  // The JSON says 40x30 where the file is 32x24: ImageSize answers from the JSON, so it did not
+  // decode the image (Load refuses it, below).
+  std::unique_ptr<CocoDataset> dataset = MakeDataset(BadOptions("wrong_image_size.json"));
+  ASSERT_NE(dataset, nullptr);
+  absl::StatusOr<cv::Size> size = dataset->ImageSize(0);
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(*size, cv::Size(40, 30));
+  EXPECT_EQ(dataset->ImageSize(dataset->Size()).status().code(), absl::StatusCode::kOutOfRange);
+  std::unique_ptr<CocoDataset> tiny = MakeDataset(TinyOptions(CocoOptions::KEEP));
+  ASSERT_NE(tiny, nullptr);
+  for (int64_t i = 0; i < tiny->Size(); ++i) {
+    absl::StatusOr<core::Sample> sample = tiny->Load(i);
+    ASSERT_TRUE(sample.ok()) << sample.status();
+    EXPECT_EQ(*tiny->ImageSize(i), sample->image.size()) << i;
+  }
+}
+
 TEST(CocoDatasetTest, ImageSizeDiffersFromTheJson) {
   std::unique_ptr<CocoDataset> dataset = MakeDataset(BadOptions("wrong_image_size.json"));
   ASSERT_NE(dataset, nullptr);
