@@ -1,10 +1,11 @@
-// Writes a trained DBNet's or DANet's inference graph (Mask R-CNN's: its backbone, FPN and RPN
-// head up to their raw maps) as an ONNX file, checked against this project's own model:
+// Writes a trained model's inference graph as an ONNX file (DBNet's maps, DANet's logits, Mask
+// R-CNN's detections and masks), checked against this project's own model:
 //   bazel run //tools/export:onnx -- --config=models/dbnet/configs/icdar2015_resnet18.pbtxt
 //       --checkpoint=runs/dbnet/best.pt --output=$PWD/dbnet.onnx
 // LibTorch's C++ modules have no ONNX exporter, so the graph is traced in Python: this driver
 // loads the checkpoint into the config's model (the EMA weights by default, as //tools/export),
-// runs it in eval mode on seeded random images of two sizes, and writes a bundle (spec.json:
+// runs it in eval mode on seeded random images of two sizes (Mask R-CNN: a padded batch of two
+// images of different sizes, then one image), and writes a bundle (spec.json:
 // the architecture; weights.pth: the state dict in this project's keys; reference.pth: the
 // images and our outputs) to a temporary directory; tools/export/onnx_export.py rebuilds the
 // network in PyTorch from the bundle, loads the weights strictly, exports it with
@@ -30,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/config/loader.h"
@@ -40,8 +42,10 @@
 #include "models/backbones/torch_save_writer.h"
 #include "models/danet/danet.h"
 #include "models/dbnet/dbnet.h"
+#include "models/mask_rcnn/anchor_generator.h"
 #include "models/mask_rcnn/mask_rcnn.h"
-#include "models/mask_rcnn/rpn.h"
+#include "models/ops/boxes.h"
+#include "models/ops/paste_masks.h"
 #include "tools/export/export.h"
 #include "tools/flags_util.h"
 
@@ -53,7 +57,9 @@ ABSL_FLAG(std::string, weights, "",
           "holds them, else the live ones.");
 ABSL_FLAG(std::string, size, "640x640",
           "HxW of the example image the graph is traced with (and the only size with "
-          "--fixed_size); DBNet needs multiples of 32.");
+          "--fixed_size); DBNet needs multiples of 32. Mask R-CNN: a batch of two images, the "
+          "second smaller (padded), each side above 64 so that every pyramid level is at least "
+          "2x2 (the graph then runs on smaller images too).");
 ABSL_FLAG(std::string, check_size, "",
           "HxW of a second image onnxruntime must also match ours on (dynamic sizes only). "
           "Default: --size plus 32 rows and 64 columns.");
@@ -63,6 +69,9 @@ ABSL_FLAG(double, tolerance, 1e-4,
           "Largest max |onnxruntime - ours| / max(1, max |ours|) accepted (DBNet's binary map: "
           "k / 4 times it). Deep networks amplify float32 noise: compare with the 'PyTorch "
           "eager vs ours' difference the export prints.");
+ABSL_FLAG(double, min_matched, 1.0,
+          "Mask R-CNN: the share of our detections, and of onnxruntime's, that must be matched "
+          "(same image and label, IoU > 0.99) for the file to be written.");
 ABSL_FLAG(std::string, bundle_dir, "",
           "Keep the intermediate bundle (spec.json, weights.pth, reference.pth) here instead "
           "of in a temporary directory.");
@@ -110,6 +119,47 @@ std::string JsonBools(const std::vector<bool>& v) {
   return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
 }
 
+// Exactly: the Python side casts to float32 where our C++ compares in float.
+std::string JsonDouble(double v) { return absl::StrFormat("%.17g", v); }
+
+// A float tensor of any rank as nested JSON lists.
+std::string JsonTensor(const at::Tensor& t) {
+  if (t.dim() == 0) return JsonDouble(t.item<double>());
+  std::vector<std::string> items;
+  for (int64_t i = 0; i < t.size(0); ++i) items.push_back(JsonTensor(t[i]));
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+}
+
+// What Mask R-CNN's inference does beyond its weights: anchors, proposal and detection
+// selection, the RoI pooling sizes and the mask threshold.
+std::string MaskRcnnSpec(const models::mask_rcnn::MaskRcnnConfig& c) {
+  const models::mask_rcnn::AnchorGenerator anchors(c.rpn.anchors());
+  std::vector<std::string> cells;
+  for (int64_t l = 0; l < anchors.NumLevels(); ++l) {
+    cells.push_back(JsonTensor(anchors.CellAnchors(l)));
+  }
+  const double clip = models::ops::BoxCoderOptions().bbox_xform_clip();
+  const models::mask_rcnn::RoiHeadsOptions& h = c.roi_heads;
+  return absl::StrCat(
+      ", \"fpn_channels\": ", c.fpn_channels,
+      ", \"mask_threshold\": ", JsonDouble(c.mask_threshold), ", \"rpn\": {\"cell_anchors\": [",
+      absl::StrJoin(cells, ", "), "], \"pre_nms_top_n\": ", c.rpn.pre_nms_top_n_test(),
+      ", \"post_nms_top_n\": ", c.rpn.post_nms_top_n_test(),
+      ", \"nms_threshold\": ", JsonDouble(c.rpn.nms_threshold()),
+      ", \"score_threshold\": ", JsonDouble(c.rpn.score_threshold()),
+      ", \"min_size\": ", JsonDouble(c.rpn.min_size()), ", \"bbox_xform_clip\": ", JsonDouble(clip),
+      "}, \"roi_heads\": {\"num_classes\": ", h.num_classes(),
+      ", \"representation_size\": ", h.representation_size(),
+      ", \"mask_head_channels\": ", JsonList(h.mask_head_channels()),
+      ", \"box_roi_size\": ", h.box_roi_size(), ", \"mask_roi_size\": ", h.mask_roi_size(),
+      ", \"sampling_ratio\": ", h.sampling_ratio(),
+      ", \"score_threshold\": ", JsonDouble(h.score_threshold()),
+      ", \"nms_threshold\": ", JsonDouble(h.nms_threshold()),
+      ", \"detections_per_image\": ", h.detections_per_image(),
+      // roi_heads.cc's kMinDetectionSize (torchvision's postprocess_detections).
+      ", \"min_size\": ", JsonDouble(1e-2), ", \"bbox_xform_clip\": ", JsonDouble(clip), "}");
+}
+
 // Runs argv[0] with `argv` (no shell) and returns its exit status (128 + signal if killed).
 absl::StatusOr<int> RunProgram(const std::vector<std::string>& argv) {
   std::vector<char*> args;
@@ -132,7 +182,7 @@ absl::StatusOr<int> RunProgram(const std::vector<std::string>& argv) {
 }
 
 // The architecture onnx_export.py rebuilds: what the weights alone do not say (dilations,
-// multi-grid, k) and the sizes it needs to build the modules.
+// multi-grid, k, Mask R-CNN's inference options) and the sizes it needs to build the modules.
 absl::StatusOr<std::string> Spec(const std::string& config_name, const std::string& model_type,
                                  core::Model& model) {
   auto* dbnet = dynamic_cast<models::dbnet::DBNet*>(&model);
@@ -141,8 +191,7 @@ absl::StatusOr<std::string> Spec(const std::string& config_name, const std::stri
   if (dbnet == nullptr && danet == nullptr && mask_rcnn == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("ONNX export: model '", model_type, "' (config '", config_name,
-                     "') is not supported; supported: DANet, DBNet, MaskRCNN (its backbone, FPN "
-                     "and RPN head)"));
+                     "') is not supported; supported: DANet, DBNet, MaskRCNN"));
   }
   // DBNet's and DANet's "backbone", Mask R-CNN's "backbone.body".
   std::shared_ptr<models::backbones::ResNet> resnet;
@@ -164,8 +213,12 @@ absl::StatusOr<std::string> Spec(const std::string& config_name, const std::stri
       ", \"frozen_batchnorm\": ", rc.frozen_batchnorm() ? "true" : "false",
       ", \"out_channels\": ", JsonList(resnet->OutChannels()), "}");
   if (mask_rcnn != nullptr) {
+    if (!mask_rcnn->config().roi_heads.masks()) {
+      return absl::UnimplementedError(
+          absl::StrCat("ONNX export: the Mask R-CNN of '", config_name, "' has no mask branch"));
+    }
     return absl::StrCat("{\"model\": \"MaskRCNN\", \"backbone\": ", backbone,
-                        ", \"fpn_channels\": ", mask_rcnn->config().fpn_channels, "}\n");
+                        MaskRcnnSpec(mask_rcnn->config()), "}\n");
   }
   if (dbnet != nullptr) {
     return absl::StrCat("{\"model\": \"DBNet\", \"backbone\": ", backbone,
@@ -180,6 +233,44 @@ absl::StatusOr<std::string> Spec(const std::string& config_name, const std::stri
                       ", \"aux\": ", c.aux ? "true" : "false", "}\n");
 }
 
+// Mask R-CNN's Detect on a padded batch, and Predict's paste of each detection's mask at its
+// image's size (threshold included), padded to the batch's: "<case>/image_sizes" [N, 2] and the
+// detections of all images, image by image, best first: "<case>/boxes" [D, 4], "scores" [D],
+// "labels" [D] (1..K), "batch_index" [D], "mask_probs" [D, 1, M, M], "masks" [D, H, W] bool.
+void MaskRcnnReference(models::mask_rcnn::MaskRCNN& model, const std::string& c,
+                       const at::Tensor& images,
+                       const std::vector<std::pair<int64_t, int64_t>>& sizes,
+                       models::backbones::StateDict& out) {
+  const std::vector<models::mask_rcnn::Detections> detections = model.Detect(images, sizes);
+  std::vector<at::Tensor> boxes, scores, labels, batch_index, mask_probs, masks;
+  for (size_t i = 0; i < detections.size(); ++i) {
+    const models::mask_rcnn::Detections& d = detections[i];
+    const auto [height, width] = sizes[i];
+    const at::Tensor pasted =
+        models::ops::PasteMasks(
+            d.mask_probs, d.boxes,
+            models::ops::PasteMasksOptions(height, width).threshold(model.config().mask_threshold))
+            .squeeze(1);
+    masks.push_back(
+        at::constant_pad_nd(pasted, {0, images.size(3) - width, 0, images.size(2) - height}));
+    boxes.push_back(d.boxes);
+    scores.push_back(d.scores);
+    labels.push_back(d.labels);
+    batch_index.push_back(at::full({d.boxes.size(0)}, static_cast<int64_t>(i), at::kLong));
+    mask_probs.push_back(d.mask_probs);
+  }
+  std::vector<int64_t> flat_sizes;
+  for (const auto& [h, w] : sizes) flat_sizes.insert(flat_sizes.end(), {h, w});
+  out.emplace_back(c + "/image_sizes",
+                   at::tensor(flat_sizes, at::kLong).view({static_cast<int64_t>(sizes.size()), 2}));
+  out.emplace_back(c + "/boxes", at::cat(boxes));
+  out.emplace_back(c + "/scores", at::cat(scores));
+  out.emplace_back(c + "/labels", at::cat(labels));
+  out.emplace_back(c + "/batch_index", at::cat(batch_index));
+  out.emplace_back(c + "/mask_probs", at::cat(mask_probs));
+  out.emplace_back(c + "/masks", at::cat(masks));
+}
+
 // Our outputs on seeded images: "<case>/images" and "<case>/<output>" per size.
 models::backbones::StateDict ReferenceOutputs(
     core::Model& model, const std::vector<std::pair<int64_t, int64_t>>& sizes) {
@@ -189,7 +280,22 @@ models::backbones::StateDict ReferenceOutputs(
   models::backbones::StateDict out;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const std::string c = absl::StrCat("case", i);
-    const at::Tensor images = torch::randn({1, 3, sizes[i].first, sizes[i].second});
+    const auto [height, width] = sizes[i];
+    if (auto* mask_rcnn = dynamic_cast<models::mask_rcnn::MaskRCNN*>(&model)) {
+      // The first case a batch of two, the second image smaller and zero-padded as the loader
+      // collates it; the graph is traced on it.
+      std::vector<std::pair<int64_t, int64_t>> image_sizes = {sizes[i]};
+      at::Tensor images = torch::randn({i == 0 ? 2 : 1, 3, height, width});
+      if (i == 0) {
+        image_sizes.emplace_back(height - height / 4, width - width / 8);
+        images[1].slice(1, image_sizes[1].first).zero_();
+        images[1].slice(2, image_sizes[1].second).zero_();
+      }
+      out.emplace_back(c + "/images", images);
+      MaskRcnnReference(*mask_rcnn, c, images, image_sizes, out);
+      continue;
+    }
+    const at::Tensor images = torch::randn({1, 3, height, width});
     out.emplace_back(c + "/images", images);
     if (auto* dbnet = dynamic_cast<models::dbnet::DBNet*>(&model)) {
       const models::dbnet::DBHeadOutput maps = dbnet->Forward(images, /*with_threshold=*/true);
@@ -198,22 +304,6 @@ models::backbones::StateDict ReferenceOutputs(
       out.emplace_back(c + "/binary", maps.binary);
     } else if (auto* danet = dynamic_cast<models::danet::DANet*>(&model)) {
       out.emplace_back(c + "/logits", danet->SegmentationLogits(images));
-    } else {
-      // Mask R-CNN's trunk: the pyramid P2..P6 and the RPN head's raw maps on each level.
-      auto modules = model.named_modules();
-      auto& trunk = *modules["backbone"]->as<models::mask_rcnn::BackboneWithFpnImpl>();
-      auto& head = *modules["rpn.head"]->as<models::mask_rcnn::RpnHeadImpl>();
-      const std::vector<at::Tensor> pyramid = trunk.forward(images);
-      const auto [objectness, deltas] = head.forward(pyramid);
-      for (size_t l = 0; l < pyramid.size(); ++l) {
-        out.emplace_back(absl::StrCat(c, "/p", l + 2), pyramid[l]);
-      }
-      for (size_t l = 0; l < pyramid.size(); ++l) {
-        out.emplace_back(absl::StrCat(c, "/objectness_p", l + 2), objectness[l]);
-      }
-      for (size_t l = 0; l < pyramid.size(); ++l) {
-        out.emplace_back(absl::StrCat(c, "/box_deltas_p", l + 2), deltas[l]);
-      }
     }
   }
   return out;
@@ -303,6 +393,7 @@ absl::Status Run(const std::vector<std::string>& overrides) {
     std::vector<std::string> argv = {python, script, absl::StrCat("--bundle=", bundle),
                                      absl::StrCat("--output=", fs::absolute(output).string())};
     argv.push_back(absl::StrCat("--tolerance=", absl::GetFlag(FLAGS_tolerance)));
+    argv.push_back(absl::StrCat("--min_matched=", absl::GetFlag(FLAGS_min_matched)));
     if (absl::GetFlag(FLAGS_fixed_size)) argv.push_back("--fixed_size");
     VISION_ASSIGN_OR_RETURN(const int rc, RunProgram(argv));
     if (rc != 0) {
@@ -330,10 +421,9 @@ int main(int argc, char** argv) {
   vision::tools::StartDirectory();
   return vision::tools::RunDriver(
       argc, argv,
-      "Exports a DBNet's or DANet's inference graph (Mask R-CNN's trunk) as ONNX, checked with "
-      "onnxruntime against "
-      "this project's model: onnx --config=FILE --checkpoint=FILE --output=FILE.onnx "
-      "[--size=HxW] [--check_size=HxW] [--fixed_size] [--tolerance=X] [--weights=ema|model] "
-      "[--bundle_dir=DIR] [--override='TEXT' ...]",
+      "Exports a DBNet's, DANet's or Mask R-CNN's inference graph as ONNX, checked with "
+      "onnxruntime against this project's model: onnx --config=FILE --checkpoint=FILE "
+      "--output=FILE.onnx [--size=HxW] [--check_size=HxW] [--fixed_size] [--tolerance=X] "
+      "[--min_matched=X] [--weights=ema|model] [--bundle_dir=DIR] [--override='TEXT' ...]",
       vision::tools::Run);
 }
