@@ -352,6 +352,10 @@ std::map<std::string, at::Tensor> MaskRCNN::Losses(const core::Batch& batch) {
               batch.samples.size(), " samples but ", batch.instances.size(),
               " sets of instance targets; the loader must run MaskRCNN's target generator");
   const c10::Device device = batch.images.device();
+  const std::vector<std::pair<int64_t, int64_t>> image_sizes = ImageSizes(batch);
+  TORCH_CHECK(image_sizes.size() == batch.instances.size(),
+              "MaskRCNN::Losses: ", image_sizes.size(), " image sizes for ", batch.instances.size(),
+              " sets of instance targets");
   std::vector<InstanceTargets> targets;
   for (size_t i = 0; i < batch.instances.size(); ++i) {
     const auto& instances = batch.instances[i];
@@ -364,7 +368,13 @@ std::map<std::string, at::Tensor> MaskRCNN::Losses(const core::Batch& batch) {
     InstanceTargets t;
     t.boxes = get("boxes").to(at::kFloat);
     t.labels = get("labels").to(at::kLong) + 1;  // 0 is the background
-    t.masks = get("masks");
+    // The masks are rasterised at the sample's size, PadToDivisor's padding included; the mask
+    // targets read the image's pixels only (InstanceTargets::masks), as torchvision's masks are
+    // the resized image's size: RoIAlign's samples in the last half pixel of a mask that reaches
+    // the right or bottom edge would otherwise blend in the padding where torchvision repeats
+    // the edge.
+    const auto [height, width] = image_sizes[i];
+    t.masks = get("masks").slice(1, 0, height).slice(2, 0, width);
     auto crowd = instances.find("is_crowd");
     if (crowd != instances.end() && crowd->second.numel() > 0) {
       const at::Tensor keep = crowd->second.to(device) == 0;
@@ -374,7 +384,7 @@ std::map<std::string, at::Tensor> MaskRCNN::Losses(const core::Batch& batch) {
     }
     targets.push_back(std::move(t));
   }
-  return LossesFor(batch.images, ImageSizes(batch), targets);
+  return LossesFor(batch.images, image_sizes, targets);
 }
 
 std::vector<core::Sample> MaskRCNN::Predict(const core::Batch& batch) {

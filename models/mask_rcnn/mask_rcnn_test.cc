@@ -112,6 +112,48 @@ TEST(MaskRcnnTest, StatesWhatItTrainsOnAndMakesInstanceTargets) {
   EXPECT_EQ(instances.at("masks").sizes(), (std::vector<int64_t>{1, 20, 30}));
 }
 
+// The batch's masks are rasterised at the padded sample's size; the losses read the image's
+// pixels only, as torchvision's masks are the image's size: an object cut by the right border
+// of a 40x50 image padded to 64x64 gives the losses of its masks cropped to 40x50.
+TEST(MaskRcnnTest, LossesReadMasksWithinTheImageOnly) {
+  torch::manual_seed(5);
+  std::unique_ptr<MaskRCNN> model = Tiny(3);
+  model->train();
+  core::Batch batch;
+  batch.images = at::zeros({1, 3, 64, 64});
+  batch.images.slice(2, 0, 40).slice(3, 0, 50).normal_();
+  batch.image_sizes = at::tensor({40, 50}, at::kLong).view({1, 2});
+  batch.samples.resize(1);
+  at::Tensor masks = at::zeros({2, 64, 64}, at::kByte);
+  masks[0].slice(0, 5, 25).slice(1, 30, 50).fill_(1);  // reaches the image's last column
+  masks[1].slice(0, 10, 40).slice(1, 2, 20).fill_(1);  // reaches its last row
+  batch.instances = {
+      {{"boxes", at::tensor({30.f, 5.f, 50.f, 25.f, 2.f, 10.f, 20.f, 40.f}).view({2, 4})},
+       {"labels", at::tensor({0, 2}, at::kLong)},
+       {"masks", masks}}};
+  InstanceTargets cropped;
+  cropped.boxes = batch.instances[0].at("boxes");
+  cropped.labels = batch.instances[0].at("labels") + 1;
+  cropped.masks = masks.slice(1, 0, 40).slice(2, 0, 50);
+  // The same sampler draws on both sides.
+  torch::manual_seed(7);
+  const std::map<std::string, at::Tensor> ours = model->Losses(batch);
+  torch::manual_seed(7);
+  const std::map<std::string, at::Tensor> expected =
+      model->LossesFor(batch.images, {{40, 50}}, {cropped});
+  ASSERT_EQ(ours.size(), expected.size());
+  for (const auto& [name, value] : expected) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(ours.at(name).item<double>(), value.item<double>());
+  }
+  // The padded masks themselves would give other mask targets.
+  InstanceTargets padded = cropped;
+  padded.masks = masks;
+  torch::manual_seed(7);
+  EXPECT_NE(model->LossesFor(batch.images, {{40, 50}}, {padded}).at("loss_mask").item<double>(),
+            expected.at("loss_mask").item<double>());
+}
+
 // Collects the warnings TORCH_WARN raises while it is installed.
 class WarningCollector : public c10::WarningHandler {
  public:

@@ -3,11 +3,11 @@
 // anchor, proposals by per-level top-k, decoding, clipping, small/low-score removal and NMS per
 // level, and in training the objectness (BCE) and box (smooth L1, beta 1/9) losses over
 // anchors matched 0.7/0.3 with low-quality matches and sampled 256 per image at 50% positives.
-// Differences from torchvision, none of which changes a float32 result beyond the order of ties:
-// - NMS per level is always ops::BatchedNms's coordinate-offset form; torchvision on the CPU
-//   runs one NMS per level when more than 1,000 boxes remain and then sorts the kept boxes by
-//   score with an unstable sort, so proposals of exactly equal scores may come in another order
-//   (the same boxes; rpn_test compares equal-score runs in either order);
+// NMS per level is ops::BatchedNms, which follows torchvision's batched_nms in both of its forms
+// (the coordinate-offset one up to 1,000 boxes; above, on the CPU, one NMS per level and the kept
+// boxes sorted by score with torchvision's unstable sort), so proposals of equal scores come in
+// torchvision's order: the RoI sampler's draws from the same generator then pick the same ones.
+// Differences from torchvision, none of which changes a float32 result:
 // - anchors (and so proposals) are in the features' dtype for float and double, as in
 //   torchvision, but float for half and bfloat16 features; ground-truth boxes are converted to
 //   the anchors' dtype;

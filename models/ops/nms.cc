@@ -151,7 +151,11 @@ at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const a
   const at::Tensor computable = ComputableType(boxes);
   if (boxes.numel() > PerCategoryAbove(boxes)) {
     // torchvision's _batched_nms_vanilla: Nms of each category's boxes (in input order), the
-    // survivors of all categories ranked by score; equal scores keep their input order.
+    // survivors of all categories (in input order) ranked by score with ATen's sort without
+    // stable=True, the call torchvision makes (`scores[keep].sort(descending=True)`), so that
+    // equal scores come in its order: not input order, but the same for the same input. Near
+    // initialisation the RPN's scores tie often, and the RoI sampler's draws pick proposals by
+    // their rank.
     RECORD_FUNCTION("vision::batched_nms_per_category", std::vector<c10::IValue>({boxes}));
     const at::Tensor computable_scores = ComputableType(scores);
     const auto [sorted_idxs, by_category] =
@@ -171,7 +175,7 @@ at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const a
     }
     const at::Tensor survivors = at::nonzero(kept).select(1, 0);
     const at::Tensor rank = std::get<1>(computable_scores.index_select(0, survivors)
-                                            .sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+                                            .sort(/*stable=*/false, /*dim=*/0, /*descending=*/true));
     return survivors.index_select(0, rank);
   }
   // torchvision's expression, so the shifted coordinates round exactly as there.

@@ -18,8 +18,8 @@ at::Tensor Nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thr
 // each other. As torchvision.ops.batched_nms: up to 4000 coordinates (1000 boxes; 100000 off the
 // CPU) the coordinate-offset trick (each category's boxes shifted by idx * (max coordinate + 1),
 // then one Nms), so results match torchvision's including its float rounding; above that one Nms
-// per category, the survivors ranked by decreasing score, equal scores in input order
-// (torchvision's unstable sort may order equal scores differently there).
+// per category, the survivors ranked by decreasing score with torchvision's unstable sort (ATen's
+// sort without stable=True), so equal scores come in its order there, not in input order.
 at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
                       double iou_threshold);
 

@@ -1,15 +1,22 @@
 // Writes what a training run of a config starts from, for the Python references of the models'
-// trajectory tests (models/dbnet/trajectory_test.sh, models/danet/trajectory_test.sh; each
-// model's BUILD links this main with its plugins as `trajectory_inputs`):
+// trajectory tests (models/{dbnet,danet,mask_rcnn}/trajectory_test.sh; each model's BUILD links
+// this main with its plugins as `trajectory_inputs`):
 //   trajectory_inputs --config=FILE [--override=...] --output_dir=DIR
 // DIR/checkpoint_0.pt: the initial weights. The trainer (engine/trainer.cc, Trainer::Create)
-//   seeds torch with the config's seed and then builds the model first; this does the same.
+//   seeds torch with the config's seed and then builds the model first; this does the same, so
+//   the checkpoint's "rng/cpu" is the default generator's state the trainer's first step starts
+//   from (Mask R-CNN's samplers draw from it).
 // DIR/batch.pt: the first `--num` training samples in dataset order, each through the config's
 //   augmentations and the model's target generator as the loader runs them (epoch 0), collated
 //   as the loader collates a batch: tensors "images" [N, 3, H, W] and one per target [N, H, W]
-//   (DBNet's maps; DANet's "semantic", the train ids, uint8, 255 ignored).
+//   (DBNet's maps; DANet's "semantic", the train ids, uint8, 255 ignored); "image_sizes" [N, 2]
+//   (each image's height and width before padding, Batch::image_sizes) and "collated_sizes"
+//   [N, 2] (each image's size as it came to the collation, Batch::collated_sizes), int64; and
+//   per-image instance targets (Mask R-CNN's "boxes", "labels", "is_crowd", "masks") as
+//   "instances_<i>_<name>".
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,10 +65,15 @@ absl::Status Run(const std::vector<std::string>& overrides) {
         absl::StrCat("--num must be in [1, ", dataset->Size(), "], got ", num));
   }
   std::vector<core::Sample> samples;
+  std::vector<std::map<std::string, at::Tensor>> instances;
   for (int64_t i = 0; i < num; ++i) {
     VISION_ASSIGN_OR_RETURN(core::Sample sample,
                             data::LoadSample(*dataset, pointers, targets.get(), i, config.seed(),
                                              /*epoch=*/0));
+    // The per-image targets, as the loader's workers make them (DataLoader::MakeBatch).
+    std::map<std::string, at::Tensor> per_image;
+    if (targets != nullptr) VISION_RETURN_IF_ERROR(targets->GenerateInstances(sample, &per_image));
+    instances.push_back(std::move(per_image));
     samples.push_back(std::move(sample));
   }
   data::CollateOptions collate;
@@ -70,6 +82,17 @@ absl::Status Run(const std::vector<std::string>& overrides) {
   torch::serialize::OutputArchive archive;
   archive.write("images", batch.images);
   for (const auto& [name, tensor] : batch.targets) archive.write(name, tensor);
+  archive.write("image_sizes", batch.image_sizes);
+  std::vector<int64_t> collated;
+  for (const auto& size : batch.collated_sizes) {
+    collated.insert(collated.end(), size.begin(), size.end());
+  }
+  archive.write("collated_sizes", torch::tensor(collated, torch::kLong).view({-1, 2}));
+  for (size_t i = 0; i < instances.size(); ++i) {
+    for (const auto& [name, tensor] : instances[i]) {
+      archive.write(absl::StrCat("instances_", i, "_", name), tensor);
+    }
+  }
   const std::string batch_path = dir + "/batch.pt";
   archive.save_to(batch_path);
   std::printf("wrote %s and %s\n", checkpoint.c_str(), batch_path.c_str());
