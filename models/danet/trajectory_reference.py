@@ -7,8 +7,8 @@ weights on the same batches, and compared with the trainer's run step by step.
       both sides): 4 training images (city "aachen") and 1 validation image ("frankfurt"), S x S,
       with rectangles of a few classes on noise, each class its own colour, and unlabeled
       (label id 0, train id 255: ignored) pixels among them; label maps of official label ids.
-  compare --peers DIR --data DIR --inputs INPUTS_DIR --run RUN_DIR --chunks N --base_lr LR
-          --steps K [--tolerances ...]
+  compare --common DIR --peers DIR --data DIR --inputs INPUTS_DIR --run RUN_DIR --chunks N
+          --base_lr LR --steps K [--tolerances ...]
       INPUTS_DIR holds what //models/danet:trajectory_inputs wrote: checkpoint_0.pt (our initial
       weights) and batch.pt (the 4 training samples as our loader makes them: pixels and train
       ids). First the inputs are checked: the pixels must equal cv2.imread + ImageNet
@@ -44,10 +44,12 @@ The reference follows [D18] as RECIPE.md's table R1-R14 reads it:
     multi-grid, torchvision's layout; the head of models/danet/testdata/make_danet_golden.py,
     the authors' DANetHead), with Dropout2d at p = 0 (the test sets our dropout: 0, so both
     sides are deterministic; their p is 0.1).
-Float32 throughout, on the CPU, one thread.
+Float32 throughout, on the CPU, one thread. What the trajectory tests' references share
+(reading checkpoints, the optimizer's groups and metrics.jsonl, relative differences, the
+Checker, the one-rounding perturbation, update differences) is models/testing/
+trajectory_common.py, imported from the directory --common names.
 """
 import argparse
-import json
 import math
 import os
 import sys
@@ -122,10 +124,10 @@ def load_their_batch(data_dir, order):
     return {"image": torch.stack(images).contiguous(), "label": torch.stack(labels)}
 
 
-def load_our_batch(path, order):
-    archive = torch.jit.load(path, map_location="cpu")
-    return {"image": archive.images.detach()[order].float().contiguous(),
-            "label": archive.semantic.detach()[order].long()}
+def load_our_batch(common, path, order):
+    archive = common.load_archive(path)
+    return {"image": common.archive_tensor(archive, "images")[order].float().contiguous(),
+            "label": common.archive_tensor(archive, "semantic")[order].long()}
 
 
 def compare_inputs(ours, theirs):
@@ -151,39 +153,6 @@ def build_model(peers):
         if isinstance(module, nn.Dropout2d):
             module.p = 0.0
     return model
-
-
-def checkpoint_tensors(path):
-    archive = torch.jit.load(path, map_location="cpu")
-    tensors = {k: v.detach().clone() for k, v in archive.model.named_parameters()}
-    tensors.update({k: v.detach().clone() for k, v in archive.model.named_buffers()})
-    return archive, tensors
-
-
-def optimizer_groups(archive):
-    """(lr, weight_decay, momentum, dampening, nesterov, number of parameters) of each parameter
-    group of a LibTorch optimizer's archive (torch::optim::Optimizer::save: submodules
-    "param_groups/<i>" of optimizer.param_groups, each with its "options" and "params/size")."""
-    groups = []
-    for name, group in archive.optimizer.param_groups.named_children():
-        options = group.options
-        groups.append((float(options.lr), float(options.weight_decay), float(options.momentum),
-                       float(options.dampening), bool(options.nesterov),
-                       int(getattr(group, "params/size"))))
-    return groups
-
-
-# ----------------------------------------------------------------------------- comparison
-
-def relative(a, b):
-    return abs(a - b) / max(abs(b), 1e-30)
-
-
-def tensor_relative(ours, ref):
-    """||ours - ref|| / ||ref|| (ref all zero: ||ours - ref||)."""
-    diff = (ours.double() - ref.double()).norm().item()
-    scale = ref.double().norm().item()
-    return diff / scale if scale > 0 else diff
 
 
 class Reference:
@@ -235,40 +204,29 @@ class Reference:
         return values, {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
 
-class Checker:
-    def __init__(self):
-        self.failures, self.worst = [], {}
-
-    def check(self, mode, quantity, step, d, rtol, detail=""):
-        key = (mode, quantity)
-        if d > self.worst.get(key, (-1, 0, ""))[0]:
-            self.worst[key] = (d, step, detail)
-        if not d <= rtol:  # also catches NaN
-            self.failures.append("%s step %d %s: relative difference %.3g > %.3g%s"
-                                 % (mode, step, quantity, d, rtol, detail and " (" + detail + ")"))
-
-    def values(self, mode, step, ours, ref, rtol, grad_rtol):
-        for name in LOSSES + ["loss", "grad_norm"]:
-            self.check(mode, name, step, relative(ours[name], ref[name]),
-                       grad_rtol if name == "grad_norm" else rtol,
-                       "expected %.9g, saw %.9g" % (ref[name], ours[name]))
+def check_values(checker, common, mode, step, ours, ref, rtol, grad_rtol):
+    """The three loss terms, the total loss and the gradient norm of a step, ours against `ref`."""
+    for name in LOSSES + ["loss", "grad_norm"]:
+        checker.check(mode, name, step, common.relative(ours[name], ref[name]),
+                      grad_rtol if name == "grad_norm" else rtol,
+                      "expected %.9g, saw %.9g" % (ref[name], ours[name]))
 
 
-def compare(args, peers):
+def compare(args, peers, common):
     torch.set_num_threads(1)
     world = args.chunks
     global_batch = 4
     # The trainer's distributed sampler without shuffling: rank r takes images r, r + N, ...
     # Stacked rank by rank, so that rows [r * B, (r + 1) * B) are rank r's share.
-    order = [i for r in range(world) for i in range(r, global_batch, world)]
-    batch = load_our_batch(os.path.join(args.inputs, "batch.pt"), order)
-    checker = Checker()
+    order = [i for rows in common.rank_rows(global_batch, world) for i in rows]
+    batch = load_our_batch(common, os.path.join(args.inputs, "batch.pt"), order)
+    checker = common.Checker()
     checker.failures += compare_inputs(batch, load_their_batch(args.data, order))
     print("reference: %d images of %dx%d, %d ranks of %d; %d ignored pixels"
           % (global_batch, batch["image"].shape[2], batch["image"].shape[3], world,
              global_batch // world, int((batch["label"] == IGNORE).sum())))
 
-    _, initial = checkpoint_tensors(os.path.join(args.inputs, "checkpoint_0.pt"))
+    _, initial = common.checkpoint_tensors(os.path.join(args.inputs, "checkpoint_0.pt"))
     model = build_model(peers)
     names = sorted(model.state_dict())
     if sorted(initial) != names:
@@ -276,24 +234,15 @@ def compare(args, peers):
                  % sorted(set(initial) ^ set(names)))
     backbone_count = len(list(model.backbone.parameters()))
     head_count = len(list(model.head.parameters()))
-    with open(os.path.join(args.run, "metrics.jsonl")) as f:
-        ours_by_step = {r["step"]: r for r in map(json.loads, f) if "loss" in r}
-    missing = [k for k in range(1, args.steps + 1) if k not in ours_by_step or not
-               os.path.exists(os.path.join(args.run, "checkpoint_%d.pt" % k))]
-    if missing:
-        sys.exit("FAIL: steps %s lack a metrics.jsonl record or a checkpoint in %s" % (missing,
-                                                                                       args.run))
+    ours_by_step = common.read_metrics(args.run, args.steps)
 
     # 1. Step by step: every reference step starts from our weights and BatchNorm buffers after
     # the previous step (its momentum is its own), so float rounding cannot accumulate and the
     # checks are tight: lr of every group, losses, gradient norm, the update of every tensor.
     reference = Reference(peers, initial, batch, world, args.base_lr, args.steps)
+    # One generator for every one-rounding perturbation (common.perturb): the stepwise floor's,
+    # then the free-running floor's start.
     generator = torch.Generator().manual_seed(0)
-
-    def perturb(state):
-        """`state` with every float moved by one float32 rounding (relative 2^-24) at random."""
-        return {k: (v * (1 + (2.0 ** -24) * torch.randint(-1, 2, v.shape, generator=generator))
-                    if v.is_floating_point() else v) for k, v in state.items()}
 
     # The stepwise noise floor (--stepwise_floor): a second reference, each step from our
     # weights moved by one rounding; how far its gradient norm and update stray from the
@@ -307,51 +256,41 @@ def compare(args, peers):
     ours_states = {}
     params = [n for n in names if "running" not in n and not n.endswith("num_batches_tracked")]
 
-    def update_differences(other_after, ref_after):
-        """||other update - ref update|| / ||ref update|| of all parameters, and of each tensor
-        (a tensor whose update is zero up to rounding measured against 1e-4 of the whole)."""
-        ref_update = {n: ref_after[n].double() - before[n].double() for n in params}
-        other_update = {n: other_after[n].double() - before[n].double() for n in params}
-        total = math.sqrt(sum(u.pow(2).sum().item() for u in ref_update.values()))
-        total_diff = math.sqrt(sum((other_update[n] - ref_update[n]).pow(2).sum().item()
-                                   for n in params))
-        each = {n: (other_update[n] - ref_update[n]).norm().item() / max(
-            ref_update[n].norm().item(), 1e-4 * total) for n in params}
-        return total_diff / total, each
-
     for step in range(1, args.steps + 1):
         ref, after = reference.step(step, before)
         if floor_reference is not None:
-            noise, noise_after = floor_reference.step(step, perturb(before))
-            checker.check("sfloor", "grad_norm", step, relative(noise["grad_norm"],
-                                                                ref["grad_norm"]), big)
-            total_d, each = update_differences(noise_after, after)
+            noise, noise_after = floor_reference.step(step, common.perturb(before, generator))
+            checker.check("sfloor", "grad_norm", step, common.relative(noise["grad_norm"],
+                                                                       ref["grad_norm"]), big)
+            total_d, each = common.update_differences(before, noise_after, after, params)
             checker.check("sfloor", "update", step, total_d, big, "all parameters")
             worst = max((d, n) for n, d in each.items())
             checker.check("sfloor", "updates", step, worst[0], big, worst[1])
         ours = ours_by_step[step]
-        checker.check("stepwise", "lr", step, relative(ours["lr"], ref["lr"] * HEAD_LR_FACTOR),
-                      args.lr_rtol, "the logged lr, the head's")
-        archive, ours_after = checkpoint_tensors(os.path.join(args.run, "checkpoint_%d.pt" % step))
-        groups = optimizer_groups(archive)
-        counts = sorted(group[-1] for group in groups)
+        checker.check("stepwise", "lr", step,
+                      common.relative(ours["lr"], ref["lr"] * HEAD_LR_FACTOR), args.lr_rtol,
+                      "the logged lr, the head's")
+        archive, ours_after = common.checkpoint_tensors(
+            os.path.join(args.run, "checkpoint_%d.pt" % step))
+        groups = common.optimizer_groups(archive)
+        counts = sorted(g["params"] for g in groups)
         if counts != sorted([backbone_count, head_count]):
-            checker.failures.append("step %d: our parameter groups hold %s tensors, the authors' "
-                                    "%d (backbone) and %d (head)" % (step, counts, backbone_count,
-                                                                     head_count))
-        for i, (group_lr, wd, momentum, dampening, nesterov, n) in enumerate(groups):
+            checker.fail("step %d: our parameter groups hold %s tensors, the authors' %d "
+                         "(backbone) and %d (head)" % (step, counts, backbone_count, head_count))
+        for i, g in enumerate(groups):
+            n = g["params"]
             expected = ref["lr"] if n == backbone_count else ref["lr"] * HEAD_LR_FACTOR
-            checker.check("stepwise", "lr", step, relative(group_lr, expected), args.lr_rtol,
-                          "group %d of %d tensors" % (i, n))
-            if (wd, momentum, dampening, nesterov) != (WEIGHT_DECAY, MOMENTUM, 0.0, False):
-                checker.failures.append(
-                    "step %d: our parameter group %d has weight decay %g, momentum %g, "
-                    "dampening %g, nesterov %s; the authors' %g, %g, 0, False (torch.optim.SGD's "
-                    "defaults)" % (step, i, wd, momentum, dampening, nesterov, WEIGHT_DECAY,
-                                   MOMENTUM))
-        checker.values("stepwise", step, ours, ref, args.stepwise_rtol, big or args.grad_rtol)
+            checker.check("stepwise", "lr", step, common.relative(g["lr"], expected),
+                          args.lr_rtol, "group %d of %d tensors" % (i, n))
+            seen = (g.get("weight_decay"), g.get("momentum"), g.get("dampening"), g.get("nesterov"))
+            if seen != (WEIGHT_DECAY, MOMENTUM, 0.0, False):
+                checker.fail("step %d: our parameter group %d has weight decay, momentum, "
+                             "dampening, nesterov %s; the authors' %s (torch.optim.SGD's "
+                             "defaults)" % (step, i, seen, (WEIGHT_DECAY, MOMENTUM, 0.0, False)))
+        check_values(checker, common, "stepwise", step, ours, ref, args.stepwise_rtol,
+                     big or args.grad_rtol)
         # Parameters: the step's update.
-        total_d, each = update_differences(ours_after, after)
+        total_d, each = common.update_differences(before, ours_after, after, params)
         checker.check("stepwise", "update", step, total_d, big or args.update_rtol,
                       "all parameters")
         worst_update = (0.0, "")
@@ -362,12 +301,12 @@ def compare(args, peers):
         for name in names:
             if name.endswith("num_batches_tracked"):
                 if int(ours_after[name]) != int(after[name]):
-                    checker.failures.append("step %d %s: expected %d, saw %d" % (
+                    checker.fail("step %d %s: expected %d, saw %d" % (
                         step, name, int(after[name]), int(ours_after[name])))
             elif "running" in name:  # what the step's forward made of the buffers
                 checker.check("stepwise", "buffers", step,
-                              tensor_relative(ours_after[name], after[name]), args.stepwise_rtol,
-                              name)
+                              common.tensor_relative(ours_after[name], after[name]),
+                              args.stepwise_rtol, name)
         print("step %2d lr %.6e/%.6e loss %.7f (ours %.7f) grad_norm %.6f (ours %.6f) "
               "update %.2e (%s)" % (step, ref["lr"], ref["lr"] * HEAD_LR_FACTOR, ref["loss"],
                                     ours["loss"], ref["grad_norm"], ours["grad_norm"],
@@ -381,7 +320,7 @@ def compare(args, peers):
             ours_d = checker.worst[("stepwise", name)][0]
             bound = max(rtol, args.free_factor * checker.worst[("sfloor", name)][0])
             if not ours_d <= bound:
-                checker.failures.append(
+                checker.fail(
                     "stepwise %s: ours differs from the reference by %.3g, more than %.3g (%g or "
                     "%g x the stepwise noise floor %.3g)" % (
                         name, ours_d, bound, rtol, args.free_factor,
@@ -394,41 +333,27 @@ def compare(args, peers):
         run = Reference(peers, state, batch, world, args.base_lr, args.steps)
         return [run.step(step) for step in range(1, args.steps + 1)]
 
-    free, floor = free_run(initial), free_run(perturb(initial))
+    free, floor = free_run(initial), free_run(common.perturb(initial, generator))
     for step in range(1, args.steps + 1):
         ref, ref_after = free[step - 1]
         noise, noise_after = floor[step - 1]
         for name in LOSSES + ["loss", "grad_norm"]:
-            checker.check("free", name, step, relative(ours_by_step[step][name], ref[name]),
+            checker.check("free", name, step,
+                          common.relative(ours_by_step[step][name], ref[name]), float("inf"))
+            checker.check("floor", name, step, common.relative(noise[name], ref[name]),
                           float("inf"))
-            checker.check("floor", name, step, relative(noise[name], ref[name]), float("inf"))
         for mode, states in [("free", ours_states[step]), ("floor", noise_after)]:
-            d = max((tensor_relative(states[n], ref_after[n]), n) for n in params)
+            d = max((common.tensor_relative(states[n], ref_after[n]), n) for n in params)
             checker.check(mode, "weights", step, d[0], float("inf"), d[1])
-    for name in LOSSES + ["loss", "grad_norm", "weights"]:
-        ours_d = checker.worst[("free", name)][0]
-        floor_d = max(checker.worst[("floor", name)][0], args.floor_min)
-        if not ours_d <= args.free_factor * floor_d:
-            checker.failures.append("free running %s: ours differs from the reference by %.3g, "
-                                    "more than %g x the noise floor %.3g" % (
-                                        name, ours_d, args.free_factor, floor_d))
+    checker.within_floor(LOSSES + ["loss", "grad_norm", "weights"], args.free_factor,
+                         args.floor_min)
 
     print("first and last step of the reference: loss %.5f -> %.5f, lr %.4g -> %.4g (backbone)"
           % (free[0][0]["loss"], free[-1][0]["loss"], free[0][0]["lr"], free[-1][0]["lr"]))
-    print("max relative differences over %d steps (step; what):" % args.steps)
-    for mode in ["stepwise", "sfloor", "free", "floor"]:
-        for key in ["lr"] + LOSSES + ["loss", "grad_norm", "update", "updates", "buffers",
-                                      "weights"]:
-            if (mode, key) in checker.worst:
-                d, step, detail = checker.worst[(mode, key)]
-                print("  %-8s %-13s %.3g (step %d%s)" % (mode, key, d, step,
-                                                          "; " + detail if detail else ""))
-    if checker.failures:
-        print("FAIL: %d differences beyond tolerance:\n  %s" % (
-            len(checker.failures), "\n  ".join(checker.failures[:40])))
-        return 1
-    print("PASS: %d steps, %d ranks against the reference" % (args.steps, world))
-    return 0
+    checker.report(args.steps, ["stepwise", "sfloor", "free", "floor"],
+                   ["lr"] + LOSSES + ["loss", "grad_norm", "update", "updates", "buffers",
+                                      "weights"])
+    return checker.finish(args.steps, world)
 
 
 def main():
@@ -437,16 +362,22 @@ def main():
     make = sub.add_parser("make_data")
     make.add_argument("--out", required=True)
     make.add_argument("--size", type=int, default=64)
+    if sys.argv[1:2] == ["make_data"]:
+        args = parser.parse_args()
+        make_data(args.out, args.size)
+        return 0
     run = sub.add_parser("compare")
+    run.add_argument("--common", required=True, help="directory of trajectory_common.py")
+    # trajectory_common.py is no package: imported by path before the rest is parsed.
+    pre = argparse.ArgumentParser(prog="compare", add_help=False)
+    pre.add_argument("--common", required=True)
+    sys.path.insert(0, pre.parse_known_args(sys.argv[2:])[0].common)
+    import trajectory_common as common  # noqa: E402
+    common.add_compare_arguments(run)  # --steps is also the poly schedule's N
     run.add_argument("--peers", required=True, help="directory of danet_peer.py")
     run.add_argument("--data", required=True)
-    run.add_argument("--inputs", required=True, help="trajectory_inputs' output directory")
-    run.add_argument("--run", required=True)
-    run.add_argument("--chunks", type=int, required=True)
     run.add_argument("--base_lr", type=float, required=True,
                      help="the backbone's lr (group 0); the head's is 10 x")
-    run.add_argument("--steps", type=int, required=True, help="also the poly schedule's N")
-    run.add_argument("--lr_rtol", type=float, default=1e-12)
     run.add_argument("--stepwise_rtol", type=float, default=1e-5,
                      help="losses and BatchNorm buffers of each step from our weights")
     run.add_argument("--grad_rtol", type=float, default=1e-4,
@@ -455,21 +386,13 @@ def main():
                      help="the whole update of each step from our weights")
     run.add_argument("--tensor_update_rtol", type=float, default=1e-2,
                      help="each tensor's update of each step from our weights")
-    run.add_argument("--free_factor", type=float, default=5.0,
-                     help="free-running differences may be this many times the noise floor, "
-                     "and with --stepwise_floor the stepwise ones the stepwise floor")
     run.add_argument("--stepwise_floor", action="store_true",
                      help="gradient norm and updates of each step: within the fixed tolerances "
                      "or free_factor x a second reference's from one-rounding-moved weights")
-    run.add_argument("--floor_min", type=float, default=1e-6,
-                     help="the noise floor is taken as at least this")
     args = parser.parse_args()
-    if args.command == "make_data":
-        make_data(args.out, args.size)
-        return 0
     sys.path.insert(0, args.peers)
     import danet_peer  # noqa: E402
-    return compare(args, {"danet_peer": danet_peer})
+    return compare(args, {"danet_peer": danet_peer}, common)
 
 
 if __name__ == "__main__":

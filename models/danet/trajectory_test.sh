@@ -34,6 +34,7 @@
 #     float32 rounding does (the noise floor).
 # Arguments (from BUILD.bazel): <venv python3> <trajectory_reference.py> <trainer>
 #   <trajectory_inputs> <launcher> <configs/cityscapes_resnet101.pbtxt>
+#   <models/testing/trajectory_common.py>
 set -euo pipefail
 source tools/testing/expect.sh
 python="$1"
@@ -42,6 +43,7 @@ trainer="$3"
 inputs="$4"
 launcher="$5"
 shipped="$(pwd)/$6"
+common="$(cd "$(dirname "$7")" && pwd)"
 # The Python peer the reference imports (exported by the root BUILD.bazel, data of this test);
 # it imports the head from models/danet/testdata/make_danet_golden.py beside it.
 peers="$(pwd)/benchmarks"
@@ -107,7 +109,7 @@ run() {
 
 # compare <processes> <output dir> [more flags]
 compare() {
-  "${python}" "${reference}" compare --peers="${peers}" --data="${t}/data" \
+  "${python}" "${reference}" compare --common="${common}" --peers="${peers}" --data="${t}/data" \
     --inputs="${t}/inputs" --run="$2" --chunks="$1" --base_lr=0.005 --steps="${steps}" \
     --lr_rtol=1e-12 --stepwise_rtol=1e-5 --grad_rtol=1e-4 --update_rtol=1e-3 \
     --tensor_update_rtol=1e-2 --free_factor=5 "${@:3}" | tee "$2.compare"

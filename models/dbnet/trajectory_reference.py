@@ -5,8 +5,8 @@ trainer's initial weights on the same batches, and compared with the trainer's r
       writes a tiny ICDAR2015-layout dataset (PNG, so that OpenCV decodes the same pixels on
       both sides): 4 training images and 1 test image with a few quadrilateral texts each,
       an ignored one (###) and one thinner than min_text_size among them.
-  compare --data DIR --inputs INPUTS_DIR --run RUN_DIR --chunks N --base_lr LR --steps K
-          --db_epochs E [--tolerances ...]
+  compare --common DIR --peers DIR --data DIR --inputs INPUTS_DIR --run RUN_DIR --chunks N
+          --base_lr LR --steps K --db_epochs E [--tolerances ...]
       INPUTS_DIR holds what //models/dbnet:trajectory_inputs wrote: checkpoint_0.pt (our initial
       weights) and batch.pt (the 4 training samples as our loader makes them: pixels and
       targets). First the inputs are checked against the reference's own: the pixels must
@@ -38,10 +38,12 @@ The reference follows MhLiao/DB (65ca77a), whose code is described in models/dbn
     benchmarks/loader_peer.py; the network is benchmarks/dbnet_peer.py's DBNet (MhLiao/DB's
     SegDetector with k = 50) with the modulated deformable 3x3 convolutions of DB's
     deformable ResNet-18 (stages 2-4) put in through torchvision.ops.deform_conv2d.
-Float32 throughout, on the CPU, one thread.
+Float32 throughout, on the CPU, one thread. What the trajectory tests' references share
+(reading checkpoints, the optimizer's groups and metrics.jsonl, relative differences, the
+Checker, the one-rounding perturbation, update differences) is models/testing/
+trajectory_common.py, imported from the directory --common names.
 """
 import argparse
-import json
 import math
 import os
 import re
@@ -54,7 +56,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torchvision.ops import deform_conv2d
 
-# benchmarks/ is no package: its peers are imported by path (the test passes the directory).
+# benchmarks/ is no package: its peers are imported by path (the test passes the directory), as
+# is models/testing/trajectory_common.py (common below).
 BCE_SCALE, L1_SCALE, NEGATIVE_RATIO, EPS = 5.0, 10.0, 3.0, 1e-6
 MOMENTUM, WEIGHT_DECAY, POWER = 0.9, 1e-4, 0.9
 
@@ -120,11 +123,11 @@ def load_batch(data_dir, order, peers):
             "thresh_mask": torch.stack(thresh_masks)}
 
 
-def load_our_batch(path, order):
-    archive = torch.jit.load(path, map_location="cpu")
+def load_our_batch(common, path, order):
+    archive = common.load_archive(path)
     batch = {}
     for name in ["images", "gt", "mask", "thresh_map", "thresh_mask"]:
-        tensor = getattr(archive, name).detach()[order]
+        tensor = common.archive_tensor(archive, name)[order]
         batch["image" if name == "images" else name] = tensor.float().contiguous()
     return batch
 
@@ -186,29 +189,6 @@ def peer_name(native):
     return name
 
 
-def checkpoint_tensors(path):
-    archive = torch.jit.load(path, map_location="cpu")
-    tensors = {peer_name(k): v.detach().clone() for k, v in archive.model.named_parameters()}
-    tensors.update({peer_name(k): v.detach().clone() for k, v in archive.model.named_buffers()})
-    return archive, tensors
-
-
-def optimizer_groups(archive):
-    """(lr, weight_decay, number of parameters) of each parameter group of a LibTorch
-    optimizer's archive (torch::optim::Optimizer::save: submodules "param_groups/<i>" of
-    optimizer.param_groups, each with its "options" and "params/size"). An archive without
-    groups is an error: the checks on them would pass vacuously."""
-    groups = []
-    for _, group in archive.optimizer.param_groups.named_children():
-        options = group.options
-        groups.append((float(options.lr), float(options.weight_decay),
-                       int(getattr(group, "params/size"))))
-    if not groups:
-        raise SystemExit("our checkpoint's optimizer archive has no parameter groups: the "
-                         "per-group lr and weight decay checks would check nothing")
-    return groups
-
-
 # ----------------------------------------------------------------------------- losses
 
 def balance_cross_entropy(pred, gt, mask):
@@ -249,17 +229,6 @@ def l1_balance_ce(prob, thresh, binary, batch, rows):
 
 
 # ----------------------------------------------------------------------------- comparison
-
-def relative(a, b):
-    return abs(a - b) / max(abs(b), 1e-30)
-
-
-def tensor_relative(ours, ref):
-    """||ours - ref|| / ||ref|| (ref all zero: ||ours - ref||)."""
-    diff = (ours.double() - ref.double()).norm().item()
-    scale = ref.double().norm().item()
-    return diff / scale if scale > 0 else diff
-
 
 class Reference:
     """MhLiao/DB's training loop on one fixed global batch: torch.optim.SGD over
@@ -306,53 +275,37 @@ class Reference:
         return values, {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
 
-class Checker:
-    def __init__(self):
-        self.failures, self.worst = [], {}
-
-    def check(self, mode, quantity, step, d, rtol, detail=""):
-        key = (mode, quantity)
-        if d > self.worst.get(key, (-1, 0, ""))[0]:
-            self.worst[key] = (d, step, detail)
-        if not d <= rtol:  # also catches NaN
-            self.failures.append("%s step %d %s: relative difference %.3g > %.3g%s"
-                                 % (mode, step, quantity, d, rtol, detail and " (" + detail + ")"))
-
-    def values(self, mode, step, ours, ref, rtol, grad_rtol):
-        for name in ["loss_prob", "loss_binary", "loss_thresh", "loss", "grad_norm"]:
-            self.check(mode, name, step, relative(ours[name], ref[name]),
-                       grad_rtol if name == "grad_norm" else rtol,
-                       "expected %.9g, saw %.9g" % (ref[name], ours[name]))
+def check_values(checker, common, mode, step, ours, ref, rtol, grad_rtol):
+    """The loss terms, the total loss and the gradient norm of a step, ours against `ref`."""
+    for name in ["loss_prob", "loss_binary", "loss_thresh", "loss", "grad_norm"]:
+        checker.check(mode, name, step, common.relative(ours[name], ref[name]),
+                      grad_rtol if name == "grad_norm" else rtol,
+                      "expected %.9g, saw %.9g" % (ref[name], ours[name]))
 
 
-def compare(args, peers):
+def compare(args, peers, common):
     torch.set_num_threads(1)
     world = args.chunks
     global_batch = 4
     # The trainer's distributed sampler without shuffling: rank r takes images r, r + N, ...
     # Stacked rank by rank, so that rows [r * B, (r + 1) * B) are rank r's share.
-    order = [i for r in range(world) for i in range(r, global_batch, world)]
-    batch = load_our_batch(os.path.join(args.inputs, "batch.pt"), order)
+    order = [i for rows in common.rank_rows(global_batch, world) for i in rows]
+    batch = load_our_batch(common, os.path.join(args.inputs, "batch.pt"), order)
     db_batch = load_batch(args.data, order, peers)
-    checker = Checker()
+    checker = common.Checker()
     checker.failures += compare_inputs(batch, db_batch)
     print("reference: %d images of %dx%d, %d ranks of %d; %d positive and %d ignored pixels"
           % (global_batch, batch["image"].shape[2], batch["image"].shape[3], world,
              global_batch // world, int((batch["gt"] * batch["mask"]).sum()),
              int((batch["mask"] == 0).sum())))
 
-    _, initial = checkpoint_tensors(os.path.join(args.inputs, "checkpoint_0.pt"))
+    _, initial = common.checkpoint_tensors(os.path.join(args.inputs, "checkpoint_0.pt"),
+                                           peer_name)
     names = sorted(build_model(peers).state_dict())
     if sorted(initial) != names:
         sys.exit("FAIL: parameter names differ between our checkpoint and the reference: %s"
                  % sorted(set(initial) ^ set(names)))
-    with open(os.path.join(args.run, "metrics.jsonl")) as f:
-        ours_by_step = {r["step"]: r for r in map(json.loads, f) if "loss" in r}
-    missing = [k for k in range(1, args.steps + 1) if k not in ours_by_step or not
-               os.path.exists(os.path.join(args.run, "checkpoint_%d.pt" % k))]
-    if missing:
-        sys.exit("FAIL: steps %s lack a metrics.jsonl record or a checkpoint in %s" % (missing,
-                                                                                       args.run))
+    ours_by_step = common.read_metrics(args.run, args.steps)
 
     # What MhLiao/DB's own targets would give at the initial weights (reported, not checked).
     probe = Reference(peers, initial, batch, world, args.base_lr, args.db_epochs)
@@ -367,47 +320,43 @@ def compare(args, peers):
     # the previous step (its momentum is its own), so float rounding cannot accumulate and the
     # checks are tight: lr of every group, losses, gradient norm, the update of every tensor.
     reference = Reference(peers, initial, batch, world, args.base_lr, args.db_epochs)
+    params = [n for n in names if "running" not in n and not n.endswith("num_batches_tracked")]
     before = initial
     ours_states = {}
     for step in range(1, args.steps + 1):
         ref, after = reference.step(step, before)
         ours = ours_by_step[step]
-        checker.check("stepwise", "lr", step, relative(ours["lr"], ref["lr"]), args.lr_rtol)
-        archive, ours_after = checkpoint_tensors(os.path.join(args.run, "checkpoint_%d.pt" % step))
-        for i, (group_lr, group_wd, n) in enumerate(optimizer_groups(archive)):
-            checker.check("stepwise", "lr", step, relative(group_lr, ref["lr"]), args.lr_rtol,
-                          "group %d of %d tensors" % (i, n))
-            if group_wd != WEIGHT_DECAY:
-                checker.failures.append("step %d: our parameter group %d has weight decay %g, "
-                                        "the reference decays every parameter by %g"
-                                        % (step, i, group_wd, WEIGHT_DECAY))
-        checker.values("stepwise", step, ours, ref, args.stepwise_rtol, args.grad_rtol)
+        checker.check("stepwise", "lr", step, common.relative(ours["lr"], ref["lr"]),
+                      args.lr_rtol)
+        archive, ours_after = common.checkpoint_tensors(
+            os.path.join(args.run, "checkpoint_%d.pt" % step), peer_name)
+        for i, g in enumerate(common.optimizer_groups(archive)):
+            checker.check("stepwise", "lr", step, common.relative(g["lr"], ref["lr"]),
+                          args.lr_rtol, "group %d of %d tensors" % (i, g["params"]))
+            if g.get("weight_decay") != WEIGHT_DECAY:
+                checker.fail("step %d: our parameter group %d has weight decay %s, the reference "
+                             "decays every parameter by %g"
+                             % (step, i, g.get("weight_decay"), WEIGHT_DECAY))
+        check_values(checker, common, "stepwise", step, ours, ref, args.stepwise_rtol,
+                     args.grad_rtol)
         # Parameters: the step's update. A tensor whose gradient is zero up to rounding (the
         # bias of a convolution that BatchNorm follows) is measured against 1e-4 of the whole
         # update rather than its own.
-        params = [n for n in names if "running" not in n and not n.endswith("num_batches_tracked")]
-        ref_update = {n: after[n].double() - before[n].double() for n in params}
-        ours_update = {n: ours_after[n].double() - before[n].double() for n in params}
-        total = math.sqrt(sum(u.pow(2).sum().item() for u in ref_update.values()))
-        total_diff = math.sqrt(sum((ours_update[n] - ref_update[n]).pow(2).sum().item()
-                                   for n in params))
-        checker.check("stepwise", "update", step, total_diff / total, args.update_rtol,
-                      "all parameters")
+        total_d, each = common.update_differences(before, ours_after, after, params)
+        checker.check("stepwise", "update", step, total_d, args.update_rtol, "all parameters")
         worst_update = (0.0, "")
         for name in params:
-            d = (ours_update[name] - ref_update[name]).norm().item() / max(
-                ref_update[name].norm().item(), 1e-4 * total)
-            checker.check("stepwise", "updates", step, d, args.tensor_update_rtol, name)
-            worst_update = max(worst_update, (d, name))
+            checker.check("stepwise", "updates", step, each[name], args.tensor_update_rtol, name)
+            worst_update = max(worst_update, (each[name], name))
         for name in names:
             if name.endswith("num_batches_tracked"):
                 if int(ours_after[name]) != int(after[name]):
-                    checker.failures.append("step %d %s: expected %d, saw %d" % (
+                    checker.fail("step %d %s: expected %d, saw %d" % (
                         step, name, int(after[name]), int(ours_after[name])))
             elif "running" in name:  # what the step's forward made of the buffers
                 checker.check("stepwise", "buffers", step,
-                              tensor_relative(ours_after[name], after[name]), args.stepwise_rtol,
-                              name)
+                              common.tensor_relative(ours_after[name], after[name]),
+                              args.stepwise_rtol, name)
         print("step %2d lr %.6e loss %.7f (ours %.7f) grad_norm %.6f (ours %.6f) update %.2e (%s)"
               % (step, ref["lr"], ref["loss"], ours["loss"], ref["grad_norm"], ours["grad_norm"],
                  worst_update[0], worst_update[1]), flush=True)
@@ -423,51 +372,34 @@ def compare(args, peers):
         run = Reference(peers, state, batch, world, args.base_lr, args.db_epochs)
         return [run.step(step) for step in range(1, args.steps + 1)]
 
-    generator = torch.Generator().manual_seed(0)
-    perturbed = {k: (v * (1 + (2.0 ** -24) * torch.randint(-1, 2, v.shape, generator=generator))
-                     if v.is_floating_point() else v) for k, v in initial.items()}
-    free, floor = free_run(initial), free_run(perturbed)
+    free = free_run(initial)
+    floor = free_run(common.perturb(initial, torch.Generator().manual_seed(0)))
     for step in range(1, args.steps + 1):
         ref, ref_after = free[step - 1]
         noise, noise_after = floor[step - 1]
         for name in ["loss_prob", "loss_binary", "loss_thresh", "loss", "grad_norm"]:
-            checker.check("free", name, step, relative(ours_by_step[step][name], ref[name]),
+            checker.check("free", name, step,
+                          common.relative(ours_by_step[step][name], ref[name]), float("inf"))
+            checker.check("floor", name, step, common.relative(noise[name], ref[name]),
                           float("inf"))
-            checker.check("floor", name, step, relative(noise[name], ref[name]), float("inf"))
         for mode, states in [("free", ours_states[step]), ("floor", noise_after)]:
-            d = max((tensor_relative(states[n], ref_after[n]), n) for n in names
-                    if "running" not in n and not n.endswith("num_batches_tracked"))
+            d = max((common.tensor_relative(states[n], ref_after[n]), n) for n in params)
             checker.check(mode, "weights", step, d[0], float("inf"), d[1])
     # Ours may stray from the reference only as far as a rounding of the start sends the
     # reference itself, with a margin: free-running differences within free_factor x floor.
-    for name in ["loss_prob", "loss_binary", "loss_thresh", "loss", "grad_norm", "weights"]:
-        ours_d = checker.worst[("free", name)][0]
-        floor_d = max(checker.worst[("floor", name)][0], 1e-6)
-        if not ours_d <= args.free_factor * floor_d:
-            checker.failures.append("free running %s: ours differs from the reference by %.3g, "
-                                    "more than %g x the noise floor %.3g" % (
-                                        name, ours_d, args.free_factor, floor_d))
+    checker.within_floor(["loss_prob", "loss_binary", "loss_thresh", "loss", "grad_norm",
+                          "weights"], args.free_factor, args.floor_min)
 
-    print("max relative differences over %d steps (step; what):" % args.steps)
-    for mode in ["stepwise", "free", "floor"]:
-        for key in ["lr", "loss_prob", "loss_binary", "loss_thresh", "loss", "grad_norm",
-                    "update", "updates", "buffers", "weights"]:
-            if (mode, key) in checker.worst:
-                d, step, detail = checker.worst[(mode, key)]
-                print("  %-8s %-11s %.3g (step %d%s)" % (mode, key, d, step,
-                                                          "; " + detail if detail else ""))
-    literal = max(relative(math.pow(1 - e / float(args.steps), POWER),
-                           math.pow(1 - e / float(args.steps + 1), POWER))
+    checker.report(args.steps, ["stepwise", "free", "floor"],
+                   ["lr", "loss_prob", "loss_binary", "loss_thresh", "loss", "grad_norm",
+                    "update", "updates", "buffers", "weights"])
+    literal = max(common.relative(math.pow(1 - e / float(args.steps), POWER),
+                                  math.pow(1 - e / float(args.steps + 1), POWER))
                   for e in range(args.steps))
     print("note: DB's epochs = %d runs %d epochs; with epochs = %d (our max_epochs taken "
           "literally, D10) its lr would differ by up to %.3g relative" % (
               args.db_epochs, args.db_epochs + 1, args.steps, literal))
-    if checker.failures:
-        print("FAIL: %d differences beyond tolerance:\n  %s" % (
-            len(checker.failures), "\n  ".join(checker.failures[:40])))
-        return 1
-    print("PASS: %d steps, %d ranks against the reference" % (args.steps, world))
-    return 0
+    return checker.finish(args.steps, world)
 
 
 def main():
@@ -476,16 +408,22 @@ def main():
     make = sub.add_parser("make_data")
     make.add_argument("--out", required=True)
     make.add_argument("--size", type=int, default=64)
+    if sys.argv[1:2] == ["make_data"]:
+        args = parser.parse_args()
+        make_data(args.out, args.size)
+        return 0
     run = sub.add_parser("compare")
+    run.add_argument("--common", required=True, help="directory of trajectory_common.py")
+    # trajectory_common.py is no package: imported by path before the rest is parsed.
+    pre = argparse.ArgumentParser(prog="compare", add_help=False)
+    pre.add_argument("--common", required=True)
+    sys.path.insert(0, pre.parse_known_args(sys.argv[2:])[0].common)
+    import trajectory_common as common  # noqa: E402
+    common.add_compare_arguments(run)
     run.add_argument("--peers", required=True, help="directory of dbnet_peer.py, loader_peer.py")
     run.add_argument("--data", required=True)
-    run.add_argument("--inputs", required=True, help="trajectory_inputs' output directory")
-    run.add_argument("--run", required=True)
-    run.add_argument("--chunks", type=int, required=True)
     run.add_argument("--base_lr", type=float, required=True)
-    run.add_argument("--steps", type=int, required=True)
     run.add_argument("--db_epochs", type=int, required=True)
-    run.add_argument("--lr_rtol", type=float, default=1e-12)
     run.add_argument("--stepwise_rtol", type=float, default=1e-5,
                      help="losses, gradient norm, BatchNorm buffers of each step from our weights")
     run.add_argument("--grad_rtol", type=float, default=1e-3,
@@ -494,16 +432,11 @@ def main():
                      help="the whole update of each step from our weights")
     run.add_argument("--tensor_update_rtol", type=float, default=1e-2,
                      help="each tensor's update of each step from our weights")
-    run.add_argument("--free_factor", type=float, default=5.0,
-                     help="free-running differences may be this many times the noise floor")
     args = parser.parse_args()
-    if args.command == "make_data":
-        make_data(args.out, args.size)
-        return 0
     sys.path.insert(0, args.peers)
     import dbnet_peer  # noqa: E402
     import loader_peer  # noqa: E402
-    return compare(args, {"dbnet_peer": dbnet_peer, "loader_peer": loader_peer})
+    return compare(args, {"dbnet_peer": dbnet_peer, "loader_peer": loader_peer}, common)
 
 
 if __name__ == "__main__":

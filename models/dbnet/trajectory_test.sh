@@ -27,6 +27,7 @@
 #     float32 rounding does (the noise floor).
 # Arguments (from BUILD.bazel): <venv python3> <trajectory_reference.py> <trainer>
 #   <trajectory_inputs> <launcher> <configs/icdar2015_resnet18.pbtxt>
+#   <models/testing/trajectory_common.py>
 set -euo pipefail
 source tools/testing/expect.sh
 python="$1"
@@ -35,6 +36,7 @@ trainer="$3"
 inputs="$4"
 launcher="$5"
 shipped="$(pwd)/$6"
+common="$(cd "$(dirname "$7")" && pwd)"
 # The Python peers the reference imports (exported by the root BUILD.bazel, data of this test).
 peers="$(pwd)/benchmarks"
 [[ -f "${peers}/dbnet_peer.py" && -f "${peers}/loader_peer.py" && -f "${peers}/peer_step.py" ]] ||
@@ -80,7 +82,7 @@ run() {
 
 # compare <processes> <output dir>
 compare() {
-  "${python}" "${reference}" compare --peers="${peers}" --data="${t}/data" \
+  "${python}" "${reference}" compare --common="${common}" --peers="${peers}" --data="${t}/data" \
     --inputs="${t}/inputs" --run="$2" --chunks="$1" --base_lr=0.00175 \
     --steps="${steps}" --db_epochs=$((steps - 1)) --lr_rtol=1e-12 --stepwise_rtol=1e-5 \
     --grad_rtol=2e-3 --update_rtol=1e-2 --tensor_update_rtol=5e-2 --free_factor=5 \

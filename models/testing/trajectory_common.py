@@ -1,6 +1,6 @@
 """What the Python references of the recipe trajectory tests share
-(models/<model>/trajectory_reference.py; models/mask_rcnn's uses it, DBNet's and DANet's still
-carry their own copies of the same conventions):
+(models/{dbnet,danet,mask_rcnn}/trajectory_reference.py; each keeps its model, its losses, its
+schedule and what only it checks):
 
   - reading what the trainer and //models/<model>:trajectory_inputs wrote: checkpoints
     (torch::serialize archives: "model", "optimizer", "rng/cpu"), the optimizer's parameter
