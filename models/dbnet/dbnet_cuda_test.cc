@@ -340,15 +340,15 @@ TEST(DBNetCudaTest, Float32MatchesTheCpu) {
 void CompareChannelsLast(const c10::Device& device) {
   const Reference& reference = GetReference();
   ASSERT_NE(reference.model, nullptr);
-  std::unique_ptr<DBNet> plain = CopyOf(*reference.model, at::kCPU, at::kFloat);
-  std::unique_ptr<DBNet> nhwc = CopyOf(*reference.model, device, at::kFloat);
-  ASSERT_TRUE(plain && nhwc);
-  core::Batch batch = parity::BatchOn(reference.batch, device, at::kFloat);
-  ASSERT_TRUE(parity::ToChannelsLast(*nhwc, &batch));
-  CompareSteps(parity::LossesAndGradients(*plain, reference.batch),
-               parity::LossesAndGradients(*nhwc, batch), kFloat32LossTolerance,
-               kFloat32GradientTolerance);
-  ComparePredictions(*plain, reference.batch, *nhwc, batch, 1.0);
+  parity::CompareChannelsLast<DBNet>(
+      *reference.model, reference.batch, device, CopyOf,
+      [](const parity::StepResult& expected, const parity::StepResult& seen) {
+        CompareSteps(expected, seen, kFloat32LossTolerance, kFloat32GradientTolerance);
+      },
+      [](DBNet& expected, const core::Batch& expected_batch, DBNet& seen,
+         const core::Batch& seen_batch) {
+        ComparePredictions(expected, expected_batch, seen, seen_batch, 1.0);
+      });
 }
 
 TEST(DBNetChannelsLastTest, MatchesContiguousOnTheCpu) {

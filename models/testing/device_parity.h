@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,27 @@ StepResult GradientsOf(torch::nn::Module& model,
                        const std::function<std::map<std::string, at::Tensor>()>& losses);
 // model.Losses(batch).
 StepResult LossesAndGradients(core::Model& model, const core::Batch& batch);
+
+// The models' ChannelsLast cases: a CPU float32 copy of `reference` (made by `copy_of`) and a
+// copy on `device` made channels-last with its batch (ToChannelsLast) take one training step
+// each on `batch`, compared by `compare_steps`, then make predictions, compared by
+// `compare_predictions` (expected model and batch first).
+template <typename Model>
+void CompareChannelsLast(
+    const Model& reference, const core::Batch& batch, const c10::Device& device,
+    const std::function<std::unique_ptr<Model>(const Model&, const c10::Device&, at::ScalarType)>&
+        copy_of,
+    const std::function<void(const StepResult&, const StepResult&)>& compare_steps,
+    const std::function<void(Model&, const core::Batch&, Model&, const core::Batch&)>&
+        compare_predictions) {
+  std::unique_ptr<Model> plain = copy_of(reference, at::kCPU, at::kFloat);
+  std::unique_ptr<Model> nhwc = copy_of(reference, device, at::kFloat);
+  ASSERT_TRUE(plain && nhwc);
+  core::Batch nhwc_batch = BatchOn(batch, device, at::kFloat);
+  ASSERT_TRUE(ToChannelsLast(*nhwc, &nhwc_batch));
+  compare_steps(LossesAndGradients(*plain, batch), LossesAndGradients(*nhwc, nhwc_batch));
+  compare_predictions(*plain, batch, *nhwc, nhwc_batch);
+}
 
 // Tolerances of a comparison, each relative to an entry's own scale (at least the
 // comparison's floor): `max` bounds the largest elementwise difference against the largest

@@ -133,7 +133,8 @@ std::string FrameFunction(absl::string_view line) {
   std::string name(line.substr(colon + 2));
   if (const size_t offset = name.find(" + 0x"); offset != std::string::npos) name.resize(offset);
   // Parentheses inside a name ("(anonymous namespace)", "{lambda()#1}") are not its arguments.
-  absl::StrReplaceAll({{"(anonymous namespace)", "{anonymous}"}, {"()#", "#"}, {"[abi:cxx11]", ""}}, &name);
+  absl::StrReplaceAll({{"(anonymous namespace)", "{anonymous}"}, {"()#", "#"}, {"[abi:cxx11]", ""}},
+                      &name);
   if (const size_t paren = name.find('('); paren != std::string::npos) name.resize(paren);
   if (absl::StartsWith(name, "0x") || name.empty() || name == "<unknown function>") return "";
   return name;
@@ -152,10 +153,10 @@ std::string SyncSite(const std::string& backtrace) {
   for (absl::string_view line : absl::StrSplit(backtrace, '\n')) {
     const std::string function = FrameFunction(line);
     if (function.empty()) continue;
+    // Functions in anonymous namespaces (the benchmarks' own step code among them) have no
+    // exported name and are skipped above, so an operator the benchmark calls directly is
+    // named alone.
     if (IsOurs(function)) {
-      // The benchmarks' own step code (in a model's namespace, under Run) is the caller of
-      // the model: the site is the operator it called directly.
-      if (absl::StrContains(function, "::Run")) break;
       return absl::StrCat(op.empty() ? "(no operator)" : op, " in ", function);
     }
     if (absl::StartsWith(function, "at::_ops::")) {
