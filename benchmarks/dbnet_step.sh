@@ -1,33 +1,57 @@
 #!/usr/bin/env bash
 # DBNet-ResNet-18 forward+backward step time on CPU (one thread), ours against the same
 # network written in Python PyTorch, in one command:
-#   bash benchmarks/dbnet_step.sh [--size=640 --batch=2 --steps=3]
-# Prints three comparisons: as shipped (our trainer keeps freed host memory for reuse,
-# core/host_memory.h; Python with glibc's defaults), both with glibc's defaults, and both
-# keeping freed memory (Python through MALLOC_*_ environment variables).
+#   bash benchmarks/dbnet_step.sh [--repeats=3] [--size=640 --batch=2 --steps=3]
+# The sides run alternately --repeats times (load from other users of a shared machine falls
+# on both), each ratio is taken within one round, and the median of the rounds' ratios is
+# printed with its spread. Rows, like for like first:
+#   both keep freed memory: ours as //tools:train runs (freed host memory kept for reuse,
+#     core/host_memory.h), Python with the same malloc settings through the environment;
+#   as shipped: ours as above, Python with glibc's defaults;
+#   glibc malloc defaults: both with glibc's defaults;
+#   head as modules: ours with DBNetOptions.head_implementation MODULES (the head's transposed
+#     convolutions as ConvTranspose2d, as Python runs them), both keeping freed memory: what
+#     the default PHASE_MATMUL head (models/dbnet/db_head.h) gains.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source benchmarks/peer_python.sh
+repeats=3
+args=(--size=640 --batch=2 --steps=3)
+for arg in "$@"; do
+  case "${arg}" in
+    --repeats=*) repeats="${arg#--repeats=}" ;;
+    *) args+=("${arg}") ;;
+  esac
+done
 bazel build -c opt //models/dbnet:activation_memory_benchmark >/tmp/dbnet_step_build.log 2>&1 ||
   { cat /tmp/dbnet_step_build.log; exit 1; }
-args=(--size=640 --batch=2 --steps=3 "$@")
-echo "config: DBNet-ResNet-18, inner channels 256, ${args[*]}, 1 intra-op thread"
+echo "config: DBNet-ResNet-18, inner channels 256, ${args[*]}, 1 intra-op thread, ${repeats} rounds"
 bin="$(bazel info -c opt bazel-bin)/models/dbnet/activation_memory_benchmark"
 step() { sed -n 's/.*step \([0-9.]*\) s.*/\1/p'; }
-# Ours as //tools:train runs (freed host memory kept for reuse, core/host_memory.h) and with
-# glibc's defaults; Python as it comes, and with the same malloc settings through the
-# environment, so the difference the allocator makes is visible on both sides.
-ours=$("${bin}" "${args[@]}" | step)
-ours_default=$("${bin}" "${args[@]}" --retain_host_memory=false | step)
-peer=$("${peer_python}" benchmarks/dbnet_peer.py "${args[@]}" | step)
-peer_tuned=$(MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 \
-  "${peer_python}" benchmarks/dbnet_peer.py "${args[@]}" | step)
-"${peer_python}" - "${ours}" "${ours_default}" "${peer}" "${peer_tuned}" <<'PY'
+tuned=(env MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824)
+rounds=()
+for ((i = 0; i < repeats; ++i)); do
+  ours=$("${bin}" "${args[@]}" | step)
+  ours_modules=$("${bin}" "${args[@]}" --head_implementation=modules | step)
+  ours_default=$("${bin}" "${args[@]}" --retain_host_memory=false | step)
+  peer=$("${peer_python}" benchmarks/dbnet_peer.py "${args[@]}" | step)
+  peer_tuned=$("${tuned[@]}" "${peer_python}" benchmarks/dbnet_peer.py "${args[@]}" | step)
+  echo "round $((i + 1)): ours ${ours} s (head as modules ${ours_modules}, glibc defaults" \
+    "${ours_default}), python ${peer_tuned} s (glibc defaults ${peer})"
+  rounds+=("${ours},${ours_modules},${ours_default},${peer},${peer_tuned}")
+done
+PYTHONPATH=benchmarks "${peer_python}" - "${rounds[@]}" <<'PY'
+import statistics
 import sys
-ours, ours_default, peer, peer_tuned = map(float, sys.argv[1:])
-print(f"step time (s)               ours   python   ours/python")
-print(f"as shipped               {ours:7.3f}  {peer:7.3f}   {ours / peer:.2f}   "
-      "(ours keeps freed host memory, python default malloc)")
-print(f"glibc malloc defaults    {ours_default:7.3f}  {peer:7.3f}   {ours_default / peer:.2f}")
-print(f"both keep freed memory   {ours:7.3f}  {peer_tuned:7.3f}   {ours / peer_tuned:.2f}")
+from paired_ratios import spread
+rounds = [list(map(float, r.split(","))) for r in sys.argv[1:]]
+rows = [("both keep freed memory", 0, 4, ""),
+        ("as shipped", 0, 3, "(ours keeps freed host memory, python default malloc)"),
+        ("glibc malloc defaults", 2, 3, ""),
+        ("head as modules", 1, 4, "(both keep freed memory)")]
+print("median step (s) over rounds   ours   python   ours/python per round: median, spread")
+for name, a, b, note in rows:
+    ours = statistics.median(r[a] for r in rounds)
+    peer = statistics.median(r[b] for r in rounds)
+    print(f"{name:26s} {ours:7.3f}  {peer:7.3f}   {spread([r[a] / r[b] for r in rounds])}  {note}")
 PY

@@ -16,7 +16,6 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/pooling.h>
 #include <torch/nn/pimpl.h>
 
 #include "absl/status/status.h"
@@ -29,6 +28,7 @@
 #include "core/status_macros.h"
 #include "core/status_util.h"
 #include "models/ops/deform_conv.h"
+#include "models/ops/max_pool.h"
 #include "models/backbones/frozen_batch_norm.h"
 #include "models/backbones/resnet.pb.h"
 #include "models/backbones/torchvision_import.h"
@@ -260,8 +260,6 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config), bottleneck_(config
   conv1_ = register_module("conv1", Conv(3, 64, 7, 2, 3));
   bn1_ = Norm(64, frozen_bn);
   register_module("bn1", bn1_.ptr());
-  maxpool_ = register_module(
-      "maxpool", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2).padding(1)));
 
   const std::vector<int64_t> blocks = BlocksPerStage(config_.depth());
   const int64_t os = config_.output_stride();
@@ -364,7 +362,12 @@ const std::vector<std::string> kStageNames = {"layer1", "layer2", "layer3", "lay
 }  // namespace
 
 std::vector<at::Tensor> ResNet::Forward(const at::Tensor& images) {
-  at::Tensor x = maxpool_->forward(bn1_.forward(conv1_->forward(images)).relu_());
+  // torchvision's stem is conv1, bn1, ReLU, 3x3 stride-2 max pool. Max pooling commutes with
+  // ReLU (both monotone; a window whose maximum is <= 0 passes no gradient either way), so the
+  // ReLU runs after the pool on a quarter of the elements, and the pool is ops::StemMaxPool
+  // (ATen's outputs and indices, a faster CPU loop): the same outputs and gradients bit for bit
+  // (resnet_test's StemPoolsBeforeReLUAsTorchvisionOrderDoes).
+  at::Tensor x = ops::StemMaxPool(bn1_.forward(conv1_->forward(images))).relu_();
   std::vector<at::Tensor> outputs;
   outputs.reserve(layers_.size());
   for (size_t i = 0; i < layers_.size(); ++i) {

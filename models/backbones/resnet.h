@@ -16,7 +16,6 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/pooling.h>
 #include <torch/nn/pimpl.h>
 
 #include "absl/status/statusor.h"
@@ -77,7 +76,6 @@ class ResNet : public core::Backbone {
 
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::AnyModule bn1_;
-  torch::nn::MaxPool2d maxpool_{nullptr};
   std::vector<torch::nn::Sequential> layers_;
   std::vector<bool> checkpointed_ = std::vector<bool>(4, false);
 };

@@ -10,10 +10,12 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/utils.h>
 
 #include "core/backbone.h"
+#include "core/batch_norm.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/ops/deform_conv.h"
@@ -103,6 +105,49 @@ TEST(ResNetTest, ActivationCheckpointingGivesTheSameGradients) {
   }
   std::shared_ptr<ResNet> net = Make(ResNetConfig(18));
   EXPECT_THAT(net->EnableActivationCheckpointing({"layer5"}).message(), HasSubstr("no stage 'layer5'"));
+}
+
+// ResNet::Forward pools before the stem's ReLU (a quarter of the elements); torchvision's
+// order, ReLU then pool, computed here from the same modules, gives the same bits: outputs,
+// the input's gradient and every stem and layer1 parameter's. Random inputs leave some 3x3
+// windows all negative (about 1 in 512), where neither order passes gradient.
+TEST(ResNetTest, StemPoolsBeforeReLUAsTorchvisionOrderDoes) {
+  torch::manual_seed(0);
+  std::unique_ptr<ResNet> net = Make(ResNetConfig(18));
+  ASSERT_NE(net, nullptr);
+  net->train();
+  const at::Tensor x = at::randn({2, 3, 64, 64}).requires_grad_();
+  const at::Tensor weights = at::randn({2, 64, 16, 16});
+  auto* bn1 = Submodule(*net, "bn1")->as<core::BatchNorm2dImpl>();
+  auto* layer1 = Submodule(*net, "layer1")->as<torch::nn::SequentialImpl>();
+  ASSERT_NE(bn1, nullptr);
+  ASSERT_NE(layer1, nullptr);
+  const std::vector<std::string> names = {"conv1.weight", "bn1.weight", "bn1.bias",
+                                          "layer1.0.conv1.weight", "layer1.1.bn2.weight"};
+  std::vector<at::Tensor> outputs, input_grads;
+  std::vector<std::vector<at::Tensor>> grads(2);
+  for (int torchvision_order = 0; torchvision_order < 2; ++torchvision_order) {
+    net->zero_grad();
+    x.mutable_grad() = at::Tensor();
+    const at::Tensor out =
+        torchvision_order
+            ? layer1->forward(at::max_pool2d(
+                  at::relu(bn1->forward(ConvAt(*net, "conv1").forward(x))), {3, 3}, {2, 2}, {1, 1}))
+            : net->Forward(x)[0];
+    (out * weights).sum().backward();
+    outputs.push_back(out.detach());
+    input_grads.push_back(x.grad().clone());
+    const auto parameters = net->named_parameters();
+    for (const std::string& name : names)
+      grads[torchvision_order].push_back(parameters[name].grad().clone());
+  }
+  EXPECT_TRUE(at::equal(outputs[0], outputs[1]));
+  EXPECT_TRUE(at::equal(input_grads[0], input_grads[1]));
+  EXPECT_GT(input_grads[0].abs().max().item<float>(), 0.0f);
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_TRUE(at::equal(grads[0][i], grads[1][i]))
+        << names[i] << ": max difference " << (grads[0][i] - grads[1][i]).abs().max().item<float>();
+  }
 }
 
 TEST(ResNetTest, ResNet50OutputShapesAndStrides) {

@@ -60,6 +60,8 @@ ABSL_FLAG(std::string, optimizer_implementation, "auto",
 ABSL_FLAG(bool, cudnn_benchmark, false, "let cuDNN time its convolution algorithms (CUDA)");
 ABSL_FLAG(bool, channels_last, false,
           "weights and images in channels-last layout (TrainPipelineConfig.memory_format)");
+ABSL_FLAG(std::string, head_implementation, "phase_matmul",
+          "phase_matmul or modules: DBNetOptions.head_implementation (models/dbnet/db_head.h)");
 ABSL_FLAG(int, profile_steps, 0,
           "after the timed steps, profile this many more and print the operations that took "
           "the most device time");
@@ -101,6 +103,14 @@ int Run() {
 
   DBNetOptions options;
   options.mutable_backbone()->set_type(absl::GetFlag(FLAGS_backbone));
+  const std::string head = absl::GetFlag(FLAGS_head_implementation);
+  if (head != "phase_matmul" && head != "modules") {
+    std::fprintf(stderr, "--head_implementation: phase_matmul or modules, got '%s'\n",
+                 head.c_str());
+    return 1;
+  }
+  options.set_head_implementation(head == "modules" ? DBNetOptions::MODULES
+                                                    : DBNetOptions::PHASE_MATMUL);
   google::protobuf::Any any;
   any.PackFrom(options);
   auto made = core::ModelRegistry::Get().Create("DBNet", any);

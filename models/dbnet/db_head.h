@@ -10,6 +10,8 @@
 // B = 1 / (1 + exp(-k (P - T))) only exists for training, like T (the paper drops the
 // threshold branch at inference).
 // Initialisation as MhLiao/DB: Kaiming-normal convolutions, BN weight 1 and bias 1e-4.
+// How the transposed convolutions are computed is DBHeadOptions.implementation; parameters,
+// their names and checkpoints are the same either way.
 #ifndef VISION_MODELS_DBNET_DB_HEAD_H_
 #define VISION_MODELS_DBNET_DB_HEAD_H_
 
@@ -34,12 +36,29 @@ necks::Fpn MakeDBNeck(std::vector<int64_t> in_channels, int64_t inner_channels);
 // upsampled to the finest one's exact size, concatenated coarse first.
 at::Tensor FuseLevels(const std::vector<at::Tensor>& levels);
 
+// How the branches compute their two 2x2 stride-2 transposed convolutions
+// (DBNetOptions.head_implementation).
+enum class DBHeadImplementation {
+  // Each one as a matrix product per image: output position (2i + a, 2j + b) of channel o is
+  // bias[o] + sum_c weight[c, o, a, b] x[c, i, j], so the weight as an [out * 4, in] matrix
+  // times the image's [in, h * w] pixels gives the output in "phase" layout
+  // [N, out, 2 * 2, h * w]. BatchNorm and ReLU see the same values per channel in that layout,
+  // the second product works on it as on h * w * 4 pixels, and only the final one-channel map
+  // is interleaved into [N, 1, 4h, 4w]: no pass re-orders the 64-channel [N, C, 2h, 2w]
+  // tensor, where ATen's transposed convolution on the CPU copies its output once more. Same
+  // sums in another order (models/dbnet/db_head_test.cc compares the two in double precision).
+  kPhaseMatmul,
+  // torch::nn::ConvTranspose2d, as the network is written.
+  kModules,
+};
+
 struct DBHeadOptions {
   explicit DBHeadOptions(int64_t in_channels) : in_channels_(in_channels) {}
   // Channels of the fused feature; the branches' hidden width is in_channels / 4.
   TORCH_ARG(int64_t, in_channels);
   // Amplification factor of the approximate binarisation.
   TORCH_ARG(double, k) = 50.0;
+  TORCH_ARG(DBHeadImplementation, implementation) = DBHeadImplementation::kPhaseMatmul;
 };
 
 // [N, 1, 4h, 4w] maps for an [N, C, h, w] feature; threshold and binary are undefined
@@ -60,6 +79,9 @@ class DBHeadImpl : public torch::nn::Module {
   DBHeadOutput forward(const at::Tensor& fused, bool with_threshold);
 
  private:
+  // One branch on the fused feature: [N, 1, 4h, 4w], by options_.implementation.
+  at::Tensor Branch(torch::nn::Sequential& branch, const at::Tensor& fused);
+
   DBHeadOptions options_;
   torch::nn::Sequential probability_{nullptr};
   torch::nn::Sequential threshold_{nullptr};

@@ -140,5 +140,92 @@ TEST(DBHeadTest, BatchNormInitialisationFollowsTheReference) {
   }
 }
 
+// The two DBHeadImplementations on the same weights: identical maps, gradients and BatchNorm
+// running statistics up to the order of the sums. In double precision, so that "up to the
+// order" means 1e-12 where float32 rounding would need 1e-5: the bias of each branch's first
+// transposed convolution (followed by BatchNorm, so its exact gradient is zero) then differs
+// by rounding noise of the other gradients' size times 1e-16, not by 1e-3 of them.
+struct HeadPair {
+  DBHead modules{DBHeadOptions(kInner).implementation(DBHeadImplementation::kModules)};
+  DBHead phases{DBHeadOptions(kInner).implementation(DBHeadImplementation::kPhaseMatmul)};
+
+  explicit HeadPair(at::ScalarType dtype) {
+    modules->to(dtype);
+    phases->to(dtype);
+    torch::NoGradGuard no_grad;
+    const auto source = modules->named_parameters();
+    for (auto& item : phases->named_parameters()) item.value().copy_(source[item.key()]);
+  }
+};
+
+double MaxAbs(const at::Tensor& t) { return t.abs().max().item<double>(); }
+
+void ExpectSameHeadOutputs(const DBHeadOutput& a, const DBHeadOutput& b, double tolerance) {
+  EXPECT_LE(MaxAbs(a.probability - b.probability), tolerance);
+  ASSERT_EQ(a.threshold.defined(), b.threshold.defined());
+  if (a.threshold.defined()) {
+    EXPECT_LE(MaxAbs(a.threshold - b.threshold), tolerance);
+    EXPECT_LE(MaxAbs(a.binary - b.binary), tolerance);
+  }
+}
+
+// Trains both heads one forward/backward on `fused` (odd sizes, so no dimension hides a
+// transposition) and compares outputs, every gradient and the running statistics.
+void ExpectImplementationsAgree(const at::Tensor& fused, double output_tolerance,
+                                double gradient_tolerance) {
+  HeadPair heads(fused.scalar_type());
+  at::Tensor weights =
+      at::randn({fused.size(0), 3, 4 * fused.size(2), 4 * fused.size(3)}, fused.options());
+  std::vector<DBHeadOutput> outputs;
+  for (DBHead* head : {&heads.modules, &heads.phases}) {
+    (*head)->train();
+    outputs.push_back((*head)->forward(fused));
+    const DBHeadOutput& out = outputs.back();
+    const at::Tensor maps = at::cat({out.probability, out.threshold, out.binary}, 1);
+    (maps * weights).sum().backward();
+  }
+  ExpectSameHeadOutputs(outputs[0], outputs[1], output_tolerance);
+  double largest = 0;
+  for (const at::Tensor& p : heads.modules->parameters())
+    largest = std::max(largest, MaxAbs(p.grad()));
+  ASSERT_GT(largest, 0);
+  const auto grads = heads.phases->named_parameters();
+  for (const auto& item : heads.modules->named_parameters()) {
+    EXPECT_LE(MaxAbs(item.value().grad() - grads[item.key()].grad()), gradient_tolerance * largest)
+        << item.key() << ": the largest gradient entry is " << largest;
+  }
+  const auto buffers = heads.phases->named_buffers();
+  for (const auto& item : heads.modules->named_buffers()) {
+    EXPECT_LE(MaxAbs(item.value().to(at::kDouble) - buffers[item.key()].to(at::kDouble)),
+              output_tolerance)
+        << item.key();
+  }
+  // Eval mode, with the running statistics both have now.
+  heads.modules->eval();
+  heads.phases->eval();
+  torch::NoGradGuard no_grad;
+  ExpectSameHeadOutputs(heads.modules->forward(fused), heads.phases->forward(fused),
+                        output_tolerance);
+}
+
+TEST(DBHeadImplementationTest, PhaseMatmulEqualsTheModulesInDoublePrecision) {
+  at::manual_seed(3);
+  ExpectImplementationsAgree(at::randn({2, kInner, 7, 5}, at::kDouble), 1e-12, 1e-12);
+}
+
+TEST(DBHeadImplementationTest, PhaseMatmulEqualsTheModulesInFloat) {
+  // float32: the same comparison within float rounding of sums over 16 channels (x 9 taps).
+  at::manual_seed(4);
+  ExpectImplementationsAgree(at::randn({2, kInner, 6, 9}), 1e-5, 1e-5);
+}
+
+TEST(DBHeadImplementationTest, PhaseMatmulTakesAChannelsLastFeature) {
+  // TrainPipelineConfig.memory_format CHANNELS_LAST hands the head an NHWC feature.
+  at::manual_seed(5);
+  ExpectImplementationsAgree(
+      at::randn({3, kInner, 5, 6}, at::kDouble).contiguous(at::MemoryFormat::ChannelsLast), 1e-12,
+      1e-12);
+}
+
 }  // namespace
 }  // namespace vision::models::dbnet

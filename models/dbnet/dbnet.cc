@@ -47,6 +47,9 @@ absl::StatusOr<DBNetConfig> ConfigFromProto(const DBNetOptions& options) {
                                                      options.inner_channels()));
   }
   config.k = options.k();
+  config.head_implementation = options.head_implementation() == DBNetOptions::MODULES
+                                   ? DBHeadImplementation::kModules
+                                   : DBHeadImplementation::kPhaseMatmul;
   if (!(options.k() > 0)) return FieldError("k", absl::StrCat("must be > 0, got ", options.k()));
   config.loss.alpha = options.alpha();
   config.loss.beta = options.beta();
@@ -112,7 +115,9 @@ DBNet::DBNet(std::shared_ptr<core::Backbone> backbone, const DBNetConfig& config
     : config_(config), backbone_(std::move(backbone)) {
   register_module("backbone", backbone_);
   neck_ = register_module("neck", MakeDBNeck(backbone_->OutChannels(), config_.inner_channels));
-  head_ = register_module("head", DBHead(DBHeadOptions(config_.inner_channels).k(config_.k)));
+  head_ = register_module("head", DBHead(DBHeadOptions(config_.inner_channels)
+                                             .k(config_.k)
+                                             .implementation(config_.head_implementation)));
 }
 
 absl::StatusOr<std::unique_ptr<DBNet>> DBNet::Create(const DBNetOptions& options) {

@@ -33,6 +33,7 @@ namespace vision::models::dbnet {
 struct DBNetConfig {
   int64_t inner_channels = 256;
   double k = 50.0;
+  DBHeadImplementation head_implementation = DBHeadImplementation::kPhaseMatmul;
   DBLossOptions loss;
   LabelGeneratorOptions labels;
   PostProcessorOptions post_process;
