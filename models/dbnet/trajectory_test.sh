@@ -30,6 +30,7 @@
 #   <models/testing/trajectory_common.py>
 set -euo pipefail
 source tools/testing/expect.sh
+source models/testing/trajectory_run.sh
 python="$1"
 reference="$2"
 trainer="$3"
@@ -65,20 +66,8 @@ overrides=(
 mkdir -p "${t}/inputs"
 "${inputs}" --config="${t}/recipe.pbtxt" "${overrides[@]}" --output_dir="${t}/inputs" >/dev/null
 
-# run <processes> <output dir>: the trainer at a global batch of 4.
-run() {
-  local nproc="$1" out="$2"
-  local args=(--config="${t}/recipe.pbtxt" "${overrides[@]}"
-              --override="train_data { loader { batch_size: $((4 / nproc)) } }"
-              --override="checkpoint { output_dir: \"${out}\" every_n_steps: 1 keep_last: ${steps} }")
-  if ((nproc == 1)); then
-    "${trainer}" "${args[@]}" >"${out}.log" 2>&1 || { cat "${out}.log"; fail "the trainer failed"; }
-  else
-    "${launcher}" --nproc_per_node="${nproc}" --master_port=0 -- "${trainer}" "${args[@]}" \
-      >"${out}.log" 2>&1 || { cat "${out}.log"; fail "the trainer failed under the launcher"; }
-  fi
-  expect_grep "step ${steps}/${steps}" "${out}.log"
-}
+# run <processes> <output dir>: the trainer at a global batch of 4 (trajectory_run.sh).
+run() { trajectory_run "$1" "$2" "${overrides[@]}"; }
 
 # compare <processes> <output dir>
 compare() {
