@@ -12,6 +12,10 @@
 #   head as modules: ours with DBNetOptions.head_implementation MODULES (the head's transposed
 #     convolutions as ConvTranspose2d, as Python runs them), both keeping freed memory: what
 #     the default PHASE_MATMUL head (models/dbnet/db_head.h) gains.
+#   winograd: ours with TrainPipelineConfig.cpu_convolution WINOGRAD (--cpu_convolution=
+#     winograd: the 3x3 stride-1 convolutions by Winograd F(4x4, 3x3), models/ops/
+#     winograd_conv.h; oneDNN has no Winograd for AVX2, so PyTorch cannot run it), both keeping
+#     freed memory: same float32 inputs and outputs, another algorithm with ~10x the rounding.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source benchmarks/peer_python.sh
@@ -34,11 +38,12 @@ for ((i = 0; i < repeats; ++i)); do
   ours=$("${bin}" "${args[@]}" | step)
   ours_modules=$("${bin}" "${args[@]}" --head_implementation=modules | step)
   ours_default=$("${bin}" "${args[@]}" --retain_host_memory=false | step)
+  ours_winograd=$("${bin}" "${args[@]}" --cpu_convolution=winograd | step)
   peer=$("${peer_python}" benchmarks/dbnet_peer.py "${args[@]}" | step)
   peer_tuned=$("${tuned[@]}" "${peer_python}" benchmarks/dbnet_peer.py "${args[@]}" | step)
   echo "round $((i + 1)): ours ${ours} s (head as modules ${ours_modules}, glibc defaults" \
-    "${ours_default}), python ${peer_tuned} s (glibc defaults ${peer})"
-  rounds+=("${ours},${ours_modules},${ours_default},${peer},${peer_tuned}")
+    "${ours_default}, winograd ${ours_winograd}), python ${peer_tuned} s (glibc defaults ${peer})"
+  rounds+=("${ours},${ours_modules},${ours_default},${peer},${peer_tuned},${ours_winograd}")
 done
 PYTHONPATH=benchmarks "${peer_python}" - "${rounds[@]}" <<'PY'
 import statistics
@@ -48,7 +53,8 @@ rounds = [list(map(float, r.split(","))) for r in sys.argv[1:]]
 rows = [("both keep freed memory", 0, 4, ""),
         ("as shipped", 0, 3, "(ours keeps freed host memory, python default malloc)"),
         ("glibc malloc defaults", 2, 3, ""),
-        ("head as modules", 1, 4, "(both keep freed memory)")]
+        ("head as modules", 1, 4, "(both keep freed memory)"),
+        ("winograd", 5, 4, "(ours with cpu_convolution WINOGRAD; both keep freed memory)")]
 print("median step (s) over rounds   ours   python   ours/python per round: median, spread")
 for name, a, b, note in rows:
     ours = statistics.median(r[a] for r in rounds)

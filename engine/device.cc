@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/cpu_convolution.h"
 
 namespace vision::engine {
 
@@ -73,8 +74,11 @@ absl::StatusOr<c10::Device> ResolveDevice(const std::string& name, int local_ran
 #endif
 }
 
-void ConfigureDevice(const c10::Device& device, bool cudnn_benchmark) {
-  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(cudnn_benchmark);
+void ConfigureDevice(const c10::Device& device, const core::TrainPipelineConfig& config) {
+  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(config.cudnn_benchmark());
+  core::SetCpuConvolution(config.cpu_convolution() == core::TrainPipelineConfig::WINOGRAD
+                              ? core::CpuConvolution::kWinograd
+                              : core::CpuConvolution::kATen);
 }
 
 }  // namespace vision::engine

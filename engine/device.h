@@ -8,6 +8,7 @@
 #include <c10/core/Device.h>
 
 #include "absl/status/statusor.h"
+#include "core/config/pipeline.pb.h"
 
 namespace vision::engine {
 
@@ -18,9 +19,10 @@ namespace vision::engine {
 // and the caching allocator use it).
 absl::StatusOr<c10::Device> ResolveDevice(const std::string& name, int local_rank);
 
-// Process-wide switches for `device`: cuDNN's algorithm search for convolutions when
-// `cudnn_benchmark` (fastest for fixed input sizes; off gives run-to-run identical results).
-void ConfigureDevice(const c10::Device& device, bool cudnn_benchmark);
+// Process-wide switches from `config` for `device`: cuDNN's algorithm search for convolutions
+// when config.cudnn_benchmark (fastest for fixed input sizes; off gives run-to-run identical
+// results), and the CPU convolution algorithm, config.cpu_convolution (core/cpu_convolution.h).
+void ConfigureDevice(const c10::Device& device, const core::TrainPipelineConfig& config);
 
 // The CUDA caching allocator's peak of allocated memory on `device` since the process started,
 // in MiB (torch.cuda.max_memory_allocated, what detection trainers log as "memory"); nullopt

@@ -15,7 +15,7 @@ absl::StatusOr<InferenceModel> LoadModelForInference(const core::TrainPipelineCo
                                                      int local_rank) {
   InferenceModel loaded;
   VISION_ASSIGN_OR_RETURN(loaded.device, ResolveDevice(config.device(), local_rank));
-  ConfigureDevice(loaded.device, config.cudnn_benchmark());
+  ConfigureDevice(loaded.device, config);
   VISION_ASSIGN_OR_RETURN(loaded.model, core::BuildModel(config.model()));
   std::unique_ptr<ModelEma> ema;
   if (checkpoint.empty()) {

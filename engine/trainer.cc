@@ -200,7 +200,7 @@ absl::Status Trainer::Loop::SetUpProcess() {
   }
   at::set_num_threads(threads);
   VISION_ASSIGN_OR_RETURN(device_, ResolveDevice(config_.device(), options_.local_rank));
-  ConfigureDevice(device_, config_.cudnn_benchmark());
+  ConfigureDevice(device_, config_);
   return absl::OkStatus();
 }
 
@@ -239,6 +239,10 @@ absl::Status Trainer::Loop::SetUpModel() {
     VISION_RETURN_IF_ERROR(core::WithContext("train.activation_checkpointing",
                                              p_.model->EnableActivationCheckpointing(names)));
     Print(absl::StrCat("activation checkpointing: ", absl::StrJoin(names, ", ")));
+  }
+  if (config_.cpu_convolution() == core::TrainPipelineConfig::WINOGRAD) {
+    Print(device_.is_cpu() ? "cpu convolution: Winograd F(4x4, 3x3) for the 3x3 stride-1 layers"
+                           : "cpu convolution: WINOGRAD has no effect on a CUDA device");
   }
   if (config_.memory_format() == core::TrainPipelineConfig::CHANNELS_LAST) {
     const int converted = ToChannelsLast(*p_.model);

@@ -29,6 +29,7 @@
 #include "core/status_util.h"
 #include "models/ops/deform_conv.h"
 #include "models/ops/max_pool.h"
+#include "models/ops/winograd_conv.h"
 #include "models/backbones/frozen_batch_norm.h"
 #include "models/backbones/resnet.pb.h"
 #include "models/backbones/torchvision_import.h"
@@ -36,9 +37,11 @@
 namespace vision::models::backbones {
 namespace {
 
-torch::nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
+// ops::Conv2d: torch::nn::Conv2d that takes Winograd for its 3x3 stride-1 layers when
+// TrainPipelineConfig.cpu_convolution asks (models/ops/winograd_conv.h).
+ops::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
                        int64_t padding = 0, int64_t dilation = 1) {
-  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
+  return ops::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
                                .stride(stride)
                                .padding(padding)
                                .dilation(dilation)
@@ -93,7 +96,7 @@ class BasicBlockImpl : public torch::nn::Module {
   }
 
  private:
-  torch::nn::Conv2d conv1_;
+  ops::Conv2d conv1_;
   torch::nn::AnyModule bn1_;
   torch::nn::AnyModule conv2_;
   torch::nn::AnyModule bn2_;
@@ -133,11 +136,11 @@ class BottleneckImpl : public torch::nn::Module {
   }
 
  private:
-  torch::nn::Conv2d conv1_;
+  ops::Conv2d conv1_;
   torch::nn::AnyModule bn1_;
   torch::nn::AnyModule conv2_;
   torch::nn::AnyModule bn2_;
-  torch::nn::Conv2d conv3_;
+  ops::Conv2d conv3_;
   torch::nn::AnyModule bn3_;
   torch::nn::Sequential downsample_;
 };

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/backbone.h"
+#include "models/ops/winograd_conv.h"
 
 namespace vision::models::backbones {
 
@@ -74,7 +75,7 @@ class ResNet : public core::Backbone {
   int64_t dilation_ = 1;
   std::vector<int64_t> strides_;
 
-  torch::nn::Conv2d conv1_{nullptr};
+  ops::Conv2d conv1_{nullptr};
   torch::nn::AnyModule bn1_;
   std::vector<torch::nn::Sequential> layers_;
   std::vector<bool> checkpointed_ = std::vector<bool>(4, false);

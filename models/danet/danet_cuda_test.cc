@@ -221,15 +221,18 @@ void CompareSteps(const parity::StepResult& expected, const parity::StepResult& 
 
 // Eval-mode logits and label maps of `seen` against `expected`, the tolerance divided by
 // `divisor`.
-void ComparePredictions(DANet& expected_model, const core::Batch& expected_batch, DANet& seen_model,
-                        const core::Batch& seen_batch, double divisor) {
-  const Predictions e = Predict(expected_model, expected_batch);
-  const Predictions s = Predict(seen_model, seen_batch);
+void ComparePredictions(const Predictions& e, const Predictions& s, double divisor) {
   const parity::Comparison logits({{"logits", e.logits}}, {{"logits", s.logits}}, 0.0);
   const parity::Tolerance logit_tolerance = kLogitTolerance.Divided(divisor);
   std::cout << "logits: " << logits.Summary() << "\n" << logits.Report(logit_tolerance);
   EXPECT_TRUE(logits.Within(logit_tolerance, "logits"));
   ExpectSameLabels(e, s.samples, logit_tolerance.max * e.logits.abs().max().item<double>());
+}
+
+void ComparePredictions(DANet& expected_model, const core::Batch& expected_batch, DANet& seen_model,
+                        const core::Batch& seen_batch, double divisor) {
+  ComparePredictions(Predict(expected_model, expected_batch), Predict(seen_model, seen_batch),
+                     divisor);
 }
 
 TEST(DANetFloat32NoiseTest, CpuNoiseIsATenthOfTheTolerancesAtMost) {
@@ -292,6 +295,37 @@ void CompareChannelsLast(const c10::Device& device) {
 TEST(DANetChannelsLastTest, MatchesContiguousOnTheCpu) {
   at::set_num_threads(1);
   CompareChannelsLast(at::kCPU);
+}
+
+// TrainPipelineConfig.cpu_convolution WINOGRAD (models/ops/winograd_conv.h): the 3x3 stride-1
+// convolutions (ResNet-50's undilated blocks, the head's 3x3 layers) by Winograd F(4x4, 3x3)
+// take ATen's training step and make its predictions: in float64 within the float64 device
+// tolerances (the algorithms differ by 1e-13), in float32 within the float32 ones (Winograd
+// rounds about 10x more than a direct convolution, as cuDNN's does).
+void CompareWinograd(at::ScalarType dtype) {
+  const Reference& reference = GetReference();
+  ASSERT_NE(reference.model, nullptr);
+  const bool exact = dtype == at::kDouble;
+  parity::CompareWinograd<DANet, Predictions>(
+      *reference.model, reference.batch, dtype, CopyOf,
+      [&](const parity::StepResult& expected, const parity::StepResult& seen) {
+        CompareSteps(expected, seen, exact ? kFloat64LossTolerance : kFloat32LossTolerance,
+                     exact ? kFloat64GradientTolerance : kFloat32GradientTolerance);
+      },
+      Predict,
+      [&](const Predictions& expected, const Predictions& seen) {
+        ComparePredictions(expected, seen, exact ? kNoiseMargin : 1.0);
+      });
+}
+
+TEST(DANetWinogradTest, Float64StepMatchesATen) {
+  at::set_num_threads(1);
+  CompareWinograd(at::kDouble);
+}
+
+TEST(DANetWinogradTest, Float32StepAndPredictionsMatchATen) {
+  at::set_num_threads(1);
+  CompareWinograd(at::kFloat);
 }
 
 TEST(DANetCudaTest, ChannelsLastFloat32MatchesTheCpu) {

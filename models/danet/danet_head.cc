@@ -7,15 +7,17 @@
 
 #include "core/activation_checkpoint.h"
 #include "core/batch_norm.h"
+#include "models/ops/winograd_conv.h"
 
 namespace vision::models::danet {
 namespace {
 
 // 3x3 conv without bias (BN follows) + BN + ReLU. core::BatchNorm2d, so that
-// distributed.sync_batchnorm synchronises it.
+// distributed.sync_batchnorm synchronises it; ops::Conv2d, so that cpu_convolution: WINOGRAD
+// takes it (models/ops/winograd_conv.h).
 torch::nn::Sequential ConvBnRelu(int64_t in, int64_t out) {
   return torch::nn::Sequential(
-      torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)),
+      ops::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)),
       core::BatchNorm2d(out), torch::nn::ReLU());
 }
 
@@ -87,9 +89,8 @@ FcnHeadImpl::FcnHeadImpl(const FcnHeadOptions& options_) : options(options_) {
   conv5 = register_module(
       "conv5",
       torch::nn::Sequential(
-          torch::nn::Conv2d(torch::nn::Conv2dOptions(options.in_channels(), inter, 3)
-                                .padding(1)
-                                .bias(false)),
+          ops::Conv2d(
+              torch::nn::Conv2dOptions(options.in_channels(), inter, 3).padding(1).bias(false)),
           core::BatchNorm2d(inter), torch::nn::ReLU(), torch::nn::Dropout(options.dropout()),
           torch::nn::Conv2d(torch::nn::Conv2dOptions(inter, options.num_classes(), 1))));
 }

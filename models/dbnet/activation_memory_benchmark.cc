@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/batch.h"
+#include "core/cpu_convolution.h"
 #include "core/host_memory.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -62,6 +63,8 @@ ABSL_FLAG(bool, channels_last, false,
           "weights and images in channels-last layout (TrainPipelineConfig.memory_format)");
 ABSL_FLAG(std::string, head_implementation, "phase_matmul",
           "phase_matmul or modules: DBNetOptions.head_implementation (models/dbnet/db_head.h)");
+ABSL_FLAG(std::string, cpu_convolution, "aten",
+          "aten or winograd: TrainPipelineConfig.cpu_convolution (models/ops/winograd_conv.h)");
 ABSL_FLAG(int, profile_steps, 0,
           "after the timed steps, profile this many more and print the operations that took "
           "the most device time");
@@ -100,6 +103,14 @@ int Run() {
     return 1;
   }
   at::globalContext().setBenchmarkCuDNN(absl::GetFlag(FLAGS_cudnn_benchmark));
+  const std::string cpu_convolution = absl::GetFlag(FLAGS_cpu_convolution);
+  if (cpu_convolution != "aten" && cpu_convolution != "winograd") {
+    std::fprintf(stderr, "--cpu_convolution: aten or winograd, got '%s'\n",
+                 cpu_convolution.c_str());
+    return 1;
+  }
+  core::SetCpuConvolution(cpu_convolution == "winograd" ? core::CpuConvolution::kWinograd
+                                                        : core::CpuConvolution::kATen);
 
   DBNetOptions options;
   options.mutable_backbone()->set_type(absl::GetFlag(FLAGS_backbone));

@@ -14,6 +14,7 @@
 #include <torch/utils.h>
 
 #include "core/batch_norm.h"
+#include "models/ops/winograd_conv.h"
 
 namespace vision::models::dbnet {
 namespace {
@@ -21,7 +22,8 @@ namespace {
 torch::nn::Sequential MakeBranch(int64_t in_channels) {
   const int64_t hidden = in_channels / 4;
   return torch::nn::Sequential(
-      torch::nn::Conv2d(torch::nn::Conv2dOptions(in_channels, hidden, 3).padding(1).bias(false)),
+      // ops::Conv2d: Winograd on the CPU when TrainPipelineConfig.cpu_convolution asks.
+      ops::Conv2d(torch::nn::Conv2dOptions(in_channels, hidden, 3).padding(1).bias(false)),
       core::BatchNorm2d(hidden), torch::nn::ReLU(),
       torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(hidden, hidden, 2).stride(2)),
       core::BatchNorm2d(hidden), torch::nn::ReLU(),
@@ -102,7 +104,7 @@ at::Tensor DBHeadImpl::Branch(torch::nn::Sequential& branch, const at::Tensor& f
   // phase layout.
   const at::Tensor hidden =
       branch[2]->as<torch::nn::ReLU>()->forward(branch[1]->as<core::BatchNorm2d>()->forward(
-          branch[0]->as<torch::nn::Conv2d>()->forward(fused)));
+          branch[0]->as<ops::Conv2d>()->forward(fused)));
   const int64_t batch = hidden.size(0), channels = hidden.size(1), height = hidden.size(2),
                 width = hidden.size(3), pixels = height * width;
   // [N, C, 4, h * w]: a 4-D tensor whose per-channel values are those of [N, C, 2h, 2w], so

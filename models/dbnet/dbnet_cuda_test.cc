@@ -270,17 +270,15 @@ void ExpectEveryNegativeTaken(const core::Batch& batch) {
   ASSERT_LE(negatives, 3 * positives) << "the batch must have at most 3 negatives per positive";
 }
 
-// Eval-mode predictions of `seen` against `expected`, the tolerance divided by `divisor`.
-void ComparePredictions(DBNet& expected_model, const core::Batch& expected_batch, DBNet& seen_model,
-                        const core::Batch& seen_batch, double divisor) {
-  const Predictions e = Predict(expected_model, expected_batch);
-  const Predictions s = Predict(seen_model, seen_batch);
+// Eval-mode predictions `s` against `e` (made with post-processing `post`), the tolerance
+// divided by `divisor`.
+void ComparePredictions(const Predictions& e, const Predictions& s,
+                        const PostProcessorOptions& post, double divisor) {
   const parity::Comparison maps({{"probability", e.probability}}, {{"probability", s.probability}},
                                 0.0);
   const parity::Tolerance probability_tolerance = kProbabilityTolerance.Divided(divisor);
   std::cout << "probability maps: " << maps.Summary() << "\n" << maps.Report(probability_tolerance);
   EXPECT_TRUE(maps.Within(probability_tolerance, "probability maps"));
-  const PostProcessorOptions& post = expected_model.config().post_process;
   const double band = probability_tolerance.max;
   const int64_t borderline = BorderlinePixels(e.probability, post.binary_threshold, band);
   int texts = 0;
@@ -291,6 +289,12 @@ void ComparePredictions(DBNet& expected_model, const core::Batch& expected_batch
   // With no pixel near the threshold both binary maps, hence the contours and the boxes, are
   // the same; one that is may move a contour by a pixel.
   ExpectSameTexts(e.samples, s.samples, borderline == 0 ? 1e-3 : 2.0, band);
+}
+
+void ComparePredictions(DBNet& expected_model, const core::Batch& expected_batch, DBNet& seen_model,
+                        const core::Batch& seen_batch, double divisor) {
+  ComparePredictions(Predict(expected_model, expected_batch), Predict(seen_model, seen_batch),
+                     expected_model.config().post_process, divisor);
 }
 
 TEST(DBNetFloat32NoiseTest, CpuNoiseIsATenthOfTheTolerancesAtMost) {
@@ -354,6 +358,38 @@ void CompareChannelsLast(const c10::Device& device) {
 TEST(DBNetChannelsLastTest, MatchesContiguousOnTheCpu) {
   at::set_num_threads(1);
   CompareChannelsLast(at::kCPU);
+}
+
+// TrainPipelineConfig.cpu_convolution WINOGRAD (models/ops/winograd_conv.h): the 3x3 stride-1
+// convolutions of the ResNet, the FPN and the head by Winograd F(4x4, 3x3) take the same
+// training step as ATen's convolutions. In float64 within the float64 device tolerances (the
+// algorithms differ by 1e-13); in float32 within the float32 device tolerances, predictions
+// included (Winograd rounds about 10x more than a direct convolution, as cuDNN's does).
+void CompareWinograd(at::ScalarType dtype) {
+  const Reference& reference = GetReference();
+  ASSERT_NE(reference.model, nullptr);
+  const bool exact = dtype == at::kDouble;
+  parity::CompareWinograd<DBNet, Predictions>(
+      *reference.model, reference.batch, dtype, CopyOf,
+      [&](const parity::StepResult& expected, const parity::StepResult& seen) {
+        CompareSteps(expected, seen, exact ? kFloat64LossTolerance : kFloat32LossTolerance,
+                     exact ? kFloat64GradientTolerance : kFloat32GradientTolerance);
+      },
+      Predict,
+      [&](const Predictions& expected, const Predictions& seen) {
+        ComparePredictions(expected, seen, reference.model->config().post_process,
+                           exact ? kNoiseMargin : 1.0);
+      });
+}
+
+TEST(DBNetWinogradTest, Float64StepMatchesATen) {
+  at::set_num_threads(1);
+  CompareWinograd(at::kDouble);
+}
+
+TEST(DBNetWinogradTest, Float32StepAndPredictionsMatchATen) {
+  at::set_num_threads(1);
+  CompareWinograd(at::kFloat);
 }
 
 TEST(DBNetCudaTest, ChannelsLastFloat32MatchesTheCpu) {

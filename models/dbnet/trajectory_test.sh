@@ -10,7 +10,8 @@
 #     because --override appends to repeated fields;
 #   - sizes: global batch 4 (4 images x 1 process, then 2 x 2 processes);
 #   - length: max_epochs 20, so 20 steps of one batch each run the whole poly schedule;
-#   - logging and checkpoints at every step, into the test's directory.
+#   - logging and checkpoints at every step, into the test's directory;
+#   - a third run (1 process) with cpu_convolution: WINOGRAD.
 # The reference gets the lr our linear scaling rule gives at 4 images (0.007 x 4 / 16, the
 # recipe's D2) and DB's epochs = 19: DB trains epochs + 1 epochs (RECIPE.md D10), so its
 # schedule then ends where ours does.
@@ -84,4 +85,9 @@ compare 1 "${t}/run1"
 run 2 "${t}/run2"
 expect_grep "SyncBatchNorm: .* synchronised over 2 ranks" "${t}/run2.log"
 compare 2 "${t}/run2"
+# The recipe with cpu_convolution: WINOGRAD (its 3x3 stride-1 convolutions by Winograd
+# F(4x4, 3x3), models/ops/winograd_conv.h) against the same reference, same tolerances.
+trajectory_run 1 "${t}/run1_winograd" "${overrides[@]}" --override="cpu_convolution: WINOGRAD"
+expect_grep "cpu convolution: Winograd" "${t}/run1_winograd.log"
+compare 1 "${t}/run1_winograd"
 echo "PASS"

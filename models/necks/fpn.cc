@@ -30,19 +30,19 @@ FpnImpl::FpnImpl(FpnOptions options) : options_(std::move(options)) {
                 in_channels[i]);
     laterals_.push_back(register_module(
         "lateral" + std::to_string(i),
-        torch::nn::Conv2d(torch::nn::Conv2dOptions(in_channels[i], options_.inner_channels(), 1)
-                              .bias(options_.bias()))));
+        ops::Conv2d(torch::nn::Conv2dOptions(in_channels[i], options_.inner_channels(), 1)
+                        .bias(options_.bias()))));
     smooths_.push_back(
         register_module("smooth" + std::to_string(i),
-                        torch::nn::Conv2d(torch::nn::Conv2dOptions(options_.inner_channels(),
-                                                                   options_.out_channels(), 3)
-                                              .padding(1)
-                                              .bias(options_.bias()))));
+                        ops::Conv2d(torch::nn::Conv2dOptions(options_.inner_channels(),
+                                                             options_.out_channels(), 3)
+                                        .padding(1)
+                                        .bias(options_.bias()))));
   }
   if (options_.torchvision_init()) {
     torch::NoGradGuard no_grad;
-    for (std::vector<torch::nn::Conv2d>* convs : {&laterals_, &smooths_}) {
-      for (torch::nn::Conv2d& conv : *convs) {
+    for (std::vector<ops::Conv2d>* convs : {&laterals_, &smooths_}) {
+      for (ops::Conv2d& conv : *convs) {
         torch::nn::init::kaiming_uniform_(conv->weight, /*a=*/1.0);
         if (options_.bias()) conv->bias.zero_();
       }

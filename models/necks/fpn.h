@@ -23,6 +23,8 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/pimpl.h>
 
+#include "models/ops/winograd_conv.h"
+
 namespace vision::models::necks {
 
 struct FpnOptions {
@@ -58,8 +60,10 @@ class FpnImpl : public torch::nn::Module {
 
  private:
   FpnOptions options_;
-  std::vector<torch::nn::Conv2d> laterals_;
-  std::vector<torch::nn::Conv2d> smooths_;
+  // ops::Conv2d: torch::nn::Conv2d, with Winograd for the 3x3 smoothing when
+  // TrainPipelineConfig.cpu_convolution asks (models/ops/winograd_conv.h).
+  std::vector<ops::Conv2d> laterals_;
+  std::vector<ops::Conv2d> smooths_;
 };
 TORCH_MODULE(Fpn);
 

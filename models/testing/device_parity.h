@@ -23,6 +23,7 @@
 #include <torch/nn/module.h>
 
 #include "core/batch.h"
+#include "core/cpu_convolution.h"
 #include "core/model.h"
 #include "gtest/gtest.h"
 
@@ -85,6 +86,30 @@ void CompareChannelsLast(
   ASSERT_TRUE(ToChannelsLast(*nhwc, &nhwc_batch));
   compare_steps(LossesAndGradients(*plain, batch), LossesAndGradients(*nhwc, nhwc_batch));
   compare_predictions(*plain, batch, *nhwc, nhwc_batch);
+}
+
+// The models' Winograd cases (TrainPipelineConfig.cpu_convolution, models/ops/winograd_conv.h):
+// two CPU copies of `reference` in `dtype` (made by `copy_of`) take one training step each on
+// `batch`, one with ATen's convolutions and one with core::CpuConvolution::kWinograd, compared
+// by `compare_steps`; then each makes its predictions under its own setting, compared by
+// `compare_predictions` (ATen's first).
+template <typename Model, typename Predictions>
+void CompareWinograd(
+    const Model& reference, const core::Batch& batch, at::ScalarType dtype,
+    const std::function<std::unique_ptr<Model>(const Model&, const c10::Device&, at::ScalarType)>&
+        copy_of,
+    const std::function<void(const StepResult&, const StepResult&)>& compare_steps,
+    const std::function<Predictions(Model&, const core::Batch&)>& predict,
+    const std::function<void(const Predictions&, const Predictions&)>& compare_predictions) {
+  std::unique_ptr<Model> aten = copy_of(reference, at::kCPU, dtype);
+  std::unique_ptr<Model> winograd = copy_of(reference, at::kCPU, dtype);
+  ASSERT_TRUE(aten && winograd);
+  const core::Batch typed = BatchOn(batch, at::kCPU, dtype);
+  const StepResult expected = LossesAndGradients(*aten, typed);
+  const Predictions expected_predictions = predict(*aten, typed);
+  core::ScopedCpuConvolution algorithm(core::CpuConvolution::kWinograd);
+  compare_steps(expected, LossesAndGradients(*winograd, typed));
+  compare_predictions(expected_predictions, predict(*winograd, typed));
 }
 
 // Tolerances of a comparison, each relative to an entry's own scale (at least the
