@@ -9,7 +9,9 @@
 # The two sides run alternately --repeats times, and the median of each side's median step is
 # compared, so that load from other users of a shared machine falls on both. Then ours once more
 # with activation checkpointing (backbone.layer3/4 and both attention modules): peak resident
-# memory and step time with and without.
+# memory and step time with and without. A third column times ours with --cpu_convolution=
+# winograd (TrainPipelineConfig.cpu_convolution WINOGRAD: the undilated 3x3 stride-1
+# convolutions by Winograd F(4x4, 3x3), models/ops/winograd_conv.h), in the same rounds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source benchmarks/peer_python.sh
@@ -27,16 +29,18 @@ bin="$(bazel info bazel-bin)/models/danet/danet_step_benchmark"
 step() { tee /dev/stderr | sed -n 's/.*median step \([0-9.]*\) s.*/\1/p'; }
 ours=()
 peer=()
+winograd=()
 for ((i = 0; i < repeats; ++i)); do
   ours+=("$("${bin}" "${args[@]}" | step)")
   peer+=("$("${peer_python}" benchmarks/danet_peer.py "${args[@]}" | step)")
+  winograd+=("$("${bin}" "${args[@]}" --cpu_convolution=winograd | step)")
 done
-"${peer_python}" - "${ours[*]}" "${peer[*]}" <<'PY'
+"${peer_python}" - "${ours[*]}" "${peer[*]}" "${winograd[*]}" <<'PY'
 import statistics
 import sys
-ours = statistics.median(map(float, sys.argv[1].split()))
-peer = statistics.median(map(float, sys.argv[2].split()))
+ours, peer, winograd = (statistics.median(map(float, a.split())) for a in sys.argv[1:4])
 print(f"median step over repeats: ours {ours:.4f} s, python {peer:.4f} s, ours/python {ours / peer:.2f}")
+print(f"ours with cpu_convolution WINOGRAD {winograd:.4f} s, ours/python {winograd / peer:.2f}")
 PY
 echo "ours with activation checkpointing (compare peak RSS with the lines above):"
 "${bin}" "${args[@]}" --checkpointing

@@ -47,6 +47,8 @@ ABSL_FLAG(std::string, optimizer_implementation, "auto", "auto, for_loop, foreac
 ABSL_FLAG(bool, cudnn_benchmark, false, "let cuDNN time its convolution algorithms (CUDA)");
 ABSL_FLAG(bool, channels_last, false,
           "weights and images in channels-last layout (TrainPipelineConfig.memory_format)");
+ABSL_FLAG(std::string, cpu_convolution, "aten",
+          "aten or winograd: TrainPipelineConfig.cpu_convolution (models/ops/winograd_conv.h)");
 ABSL_FLAG(int, profile_steps, 0, "profile this many steps after the timed ones");
 ABSL_FLAG(int, sync_steps, 2,
           "count the host-device synchronisations of this many steps after the timed ones "
@@ -70,6 +72,10 @@ int Run() {
   absl::StatusOr<bench::AmpMode> amp = bench::ParseAmp(absl::GetFlag(FLAGS_amp));
   if (!amp.ok()) return Fail(amp.status());
   at::globalContext().setBenchmarkCuDNN(absl::GetFlag(FLAGS_cudnn_benchmark));
+  if (const absl::Status s = bench::SetCpuConvolution(absl::GetFlag(FLAGS_cpu_convolution));
+      !s.ok()) {
+    return Fail(s);
+  }
   const int depth = absl::GetFlag(FLAGS_depth);
   DANetOptions options;
   options.set_num_classes(19);

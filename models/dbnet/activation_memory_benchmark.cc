@@ -27,7 +27,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/batch.h"
-#include "core/cpu_convolution.h"
 #include "core/host_memory.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -103,14 +102,11 @@ int Run() {
     return 1;
   }
   at::globalContext().setBenchmarkCuDNN(absl::GetFlag(FLAGS_cudnn_benchmark));
-  const std::string cpu_convolution = absl::GetFlag(FLAGS_cpu_convolution);
-  if (cpu_convolution != "aten" && cpu_convolution != "winograd") {
-    std::fprintf(stderr, "--cpu_convolution: aten or winograd, got '%s'\n",
-                 cpu_convolution.c_str());
+  if (const absl::Status s = bench::SetCpuConvolution(absl::GetFlag(FLAGS_cpu_convolution));
+      !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 1;
   }
-  core::SetCpuConvolution(cpu_convolution == "winograd" ? core::CpuConvolution::kWinograd
-                                                        : core::CpuConvolution::kATen);
 
   DBNetOptions options;
   options.mutable_backbone()->set_type(absl::GetFlag(FLAGS_backbone));

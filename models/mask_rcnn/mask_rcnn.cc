@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/backbone_builder.h"
+#include "core/cpu_convolution.h"
 #include "core/instance_targets.h"
 #include "core/run_length_mask.h"
 #include "core/status_macros.h"
@@ -73,10 +74,13 @@ std::vector<at::Tensor> ToFloat(std::vector<at::Tensor> features) {
 
 // The backbone's feature pyramid (under the caller's autocast), in float. On the CPU the
 // backbone runs channels-last: oneDNN's convolutions skip their reorders from and to NCHW, and
-// RoIAlign samples the pyramid without converting it.
+// RoIAlign samples the pyramid without converting it; but NCHW under cpu_convolution
+// WINOGRAD, whose 3x3 convolutions take NCHW input only (models/ops/winograd_conv.h).
 std::vector<at::Tensor> Pyramid(BackboneWithFpn& backbone, const at::Tensor& images) {
+  const bool channels_last =
+      images.device().is_cpu() && core::GetCpuConvolution() != core::CpuConvolution::kWinograd;
   return ToFloat(backbone->forward(
-      images.device().is_cpu() ? images.contiguous(at::MemoryFormat::ChannelsLast) : images));
+      channels_last ? images.contiguous(at::MemoryFormat::ChannelsLast) : images));
 }
 
 absl::StatusOr<RpnOptions> RpnFromProto(const MaskRCNNOptions::Rpn& r) {

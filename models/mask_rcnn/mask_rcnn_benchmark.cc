@@ -61,6 +61,8 @@ ABSL_FLAG(std::string, profile_dir, "",
           "no optimizer step) run under the Kineto profiler with input shapes, written as "
           "<profile_dir>/train_profile.json (torch.profiler's Chrome trace format; "
           "benchmarks/op_table.py compares two of them).");
+ABSL_FLAG(std::string, cpu_convolution, "aten",
+          "aten or winograd: TrainPipelineConfig.cpu_convolution (models/ops/winograd_conv.h)");
 ABSL_FLAG(int, profile_steps, 2,
           "With --profile_dir: the number of profiled training steps and inference batches.");
 ABSL_FLAG(std::string, profile, "train",
@@ -89,6 +91,10 @@ int Run() {
   absl::StatusOr<bench::AmpMode> amp = bench::ParseAmp(absl::GetFlag(FLAGS_amp));
   if (!amp.ok()) return Fail(amp.status());
   at::globalContext().setBenchmarkCuDNN(absl::GetFlag(FLAGS_cudnn_benchmark));
+  if (const absl::Status s = bench::SetCpuConvolution(absl::GetFlag(FLAGS_cpu_convolution));
+      !s.ok()) {
+    return Fail(s);
+  }
   const std::string dir = absl::GetFlag(FLAGS_dir);
   auto weights = backbones::ReadTorchStateDict(dir + "/weights.pt");
   auto case_dict = backbones::ReadTorchStateDict(dir + "/case.pt");

@@ -332,14 +332,10 @@ void CompareSteps(const parity::StepResult& expected, const parity::StepResult& 
        "roi_heads.mask_predictor.mask_fcn_logits.weight"});
 }
 
-// Detections of `seen` against `expected` (each tolerance divided by `divisor`), then the pasted
-// masks of `seen`'s predictions.
-void CompareDetections(MaskRCNN& expected_model, const core::Batch& expected_batch,
-                       MaskRCNN& seen_model, const core::Batch& seen_batch, double divisor) {
-  const std::vector<HostDetections> e = Detect(expected_model, expected_batch);
-  const std::vector<HostDetections> s = Detect(seen_model, seen_batch);
+// Detections `s` against `e` (each tolerance divided by `divisor`; `heads` made them).
+void CompareDetections(const std::vector<HostDetections>& e, const std::vector<HostDetections>& s,
+                       const RoiHeadsOptions& heads, double divisor) {
   ASSERT_EQ(e.size(), s.size());
-  const RoiHeadsOptions& heads = expected_model.config().roi_heads;
   for (size_t i = 0; i < e.size(); ++i) {
     SCOPED_TRACE("image " + std::to_string(i));
     EXPECT_GT(e[i].boxes.size(0), 0) << "random weights give detections above 0.05";
@@ -355,6 +351,15 @@ void CompareDetections(MaskRCNN& expected_model, const core::Batch& expected_bat
               << " at a cut); largest differences: box " << forward.box << " px, score "
               << forward.score << ", mask probability " << forward.mask << "\n";
   }
+}
+
+// Detections of `seen` against `expected` (each tolerance divided by `divisor`), then the pasted
+// masks of `seen`'s predictions.
+void CompareDetections(MaskRCNN& expected_model, const core::Batch& expected_batch,
+                       MaskRCNN& seen_model, const core::Batch& seen_batch, double divisor) {
+  const std::vector<HostDetections> s = Detect(seen_model, seen_batch);
+  CompareDetections(Detect(expected_model, expected_batch), s, expected_model.config().roi_heads,
+                    divisor);
   ExpectPredictionsPasteTheDetections(seen_model, seen_batch, s);
 }
 
@@ -414,6 +419,37 @@ void CompareChannelsLast(const c10::Device& device) {
 TEST(MaskRcnnChannelsLastTest, MatchesContiguousOnTheCpu) {
   at::set_num_threads(1);
   CompareChannelsLast(at::kCPU);
+}
+
+// TrainPipelineConfig.cpu_convolution WINOGRAD (models/ops/winograd_conv.h): the ResNet-50
+// body's 3x3 stride-1 convolutions by Winograd F(4x4, 3x3) (the FPN's, RPN's and mask head's
+// carry biases and stay ATen's) take ATen's training step and make its detections: in float64
+// within the float64 device tolerances, in float32 within the float32 ones.
+void CompareWinograd(at::ScalarType dtype) {
+  const Reference& reference = GetReference();
+  ASSERT_NE(reference.model, nullptr);
+  const bool exact = dtype == at::kDouble;
+  parity::CompareWinograd<MaskRCNN, std::vector<HostDetections>>(
+      *reference.model, reference.batch, dtype, CopyOf,
+      [&](const parity::StepResult& expected, const parity::StepResult& seen) {
+        CompareSteps(expected, seen, exact ? kFloat64LossTolerance : kFloat32LossTolerance,
+                     exact ? kFloat64GradientTolerance : kFloat32GradientTolerance);
+      },
+      Detect,
+      [&](const std::vector<HostDetections>& expected, const std::vector<HostDetections>& seen) {
+        CompareDetections(expected, seen, reference.model->config().roi_heads,
+                          exact ? kNoiseMargin : 1.0);
+      });
+}
+
+TEST(MaskRcnnWinogradTest, Float64StepMatchesATen) {
+  at::set_num_threads(1);
+  CompareWinograd(at::kDouble);
+}
+
+TEST(MaskRcnnWinogradTest, Float32StepAndDetectionsMatchATen) {
+  at::set_num_threads(1);
+  CompareWinograd(at::kFloat);
 }
 
 TEST(MaskRcnnCudaTest, ChannelsLastFloat32MatchesTheCpu) {

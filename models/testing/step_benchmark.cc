@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "core/config/pipeline.pb.h"
+#include "core/cpu_convolution.h"
 #include "core/param_groups.h"
 #include "engine/optim/optim.pb.h"
 
@@ -32,6 +33,16 @@ absl::StatusOr<AmpMode> ParseAmp(const std::string& name) {
   if (name == "bf16") return AmpMode{true, at::kBFloat16};
   if (name == "fp16") return AmpMode{true, at::kHalf};
   return absl::InvalidArgumentError(absl::StrCat("--amp: none, bf16 or fp16, got '", name, "'"));
+}
+
+absl::Status SetCpuConvolution(const std::string& name) {
+  if (name != "aten" && name != "winograd") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cpu_convolution: aten or winograd, got '", name, "'"));
+  }
+  core::SetCpuConvolution(name == "winograd" ? core::CpuConvolution::kWinograd
+                                             : core::CpuConvolution::kATen);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<c10::Device> ParseDevice(const std::string& name) {

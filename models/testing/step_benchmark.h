@@ -36,6 +36,10 @@ struct AmpMode {
 // "none", "bf16" or "fp16".
 absl::StatusOr<AmpMode> ParseAmp(const std::string& name);
 
+// --cpu_convolution: "aten" or "winograd" (TrainPipelineConfig.cpu_convolution) sets
+// core::SetCpuConvolution for the process; anything else is an error naming both.
+absl::Status SetCpuConvolution(const std::string& name);
+
 // "cpu", "cuda" or "cuda:N", checked against the devices this process sees (a CUDA device
 // without an index becomes cuda:0).
 absl::StatusOr<c10::Device> ParseDevice(const std::string& name);
