@@ -6,12 +6,14 @@
 #                                 --steps=5 --threads=1]
 # The defaults are the quick start's (dilated ResNet-18, 128x128 crops, 4 images per process);
 # the paper's sizes are --depth=101 --height=768 --width=768 --batch=1 (minutes per step on CPU).
-# The two sides run alternately --repeats times, and the median of each side's median step is
-# compared, so that load from other users of a shared machine falls on both. Then ours once more
-# with activation checkpointing (backbone.layer3/4 and both attention modules): peak resident
-# memory and step time with and without. A third column times ours with --cpu_convolution=
-# winograd (TrainPipelineConfig.cpu_convolution WINOGRAD: the undilated 3x3 stride-1
-# convolutions by Winograd F(4x4, 3x3), models/ops/winograd_conv.h), in the same rounds.
+# Each round runs every configuration once, alternating, and each ratio is taken within a round
+# (benchmarks/paired_ratios.py spread), so that load from other users of a shared machine falls
+# on both sides. Configurations: both sides with glibc's malloc defaults (like for like), both
+# keeping freed host memory (ours as //tools:train runs, python with the same MALLOC_*
+# thresholds), and ours with --cpu_convolution=winograd (TrainPipelineConfig.cpu_convolution
+# WINOGRAD: the 3x3 stride-1 convolutions, dilated ones included, by Winograd F(4x4, 3x3),
+# models/ops/winograd_conv.h) both ways. Then ours once more with activation checkpointing
+# (backbone.layer3/4 and both attention modules): peak resident memory and step time.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source benchmarks/peer_python.sh
@@ -25,22 +27,37 @@ for arg in "$@"; do
 done
 bazel build //models/danet:danet_step_benchmark >/tmp/danet_step_build.log 2>&1 ||
   { cat /tmp/danet_step_build.log; exit 1; }
+echo "config: DANet ${args[*]}, ${repeats} rounds"
 bin="$(bazel info bazel-bin)/models/danet/danet_step_benchmark"
-step() { tee /dev/stderr | sed -n 's/.*median step \([0-9.]*\) s.*/\1/p'; }
-ours=()
-peer=()
-winograd=()
+step() { sed -n 's/.*median step \([0-9.]*\) s.*/\1/p'; }
+tuned=(env MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824)
+rounds=()
 for ((i = 0; i < repeats; ++i)); do
-  ours+=("$("${bin}" "${args[@]}" | step)")
-  peer+=("$("${peer_python}" benchmarks/danet_peer.py "${args[@]}" | step)")
-  winograd+=("$("${bin}" "${args[@]}" --cpu_convolution=winograd | step)")
+  ours=$("${bin}" "${args[@]}" | step)
+  peer=$("${peer_python}" benchmarks/danet_peer.py "${args[@]}" | step)
+  winograd=$("${bin}" "${args[@]}" --cpu_convolution=winograd | step)
+  ours_kept=$("${bin}" "${args[@]}" --retain_host_memory | step)
+  peer_kept=$("${tuned[@]}" "${peer_python}" benchmarks/danet_peer.py "${args[@]}" | step)
+  winograd_kept=$("${bin}" "${args[@]}" --retain_host_memory --cpu_convolution=winograd | step)
+  echo "round $((i + 1)): glibc defaults: ours ${ours} s, python ${peer} s, winograd" \
+    "${winograd} s; keeping freed memory: ours ${ours_kept} s, python ${peer_kept} s," \
+    "winograd ${winograd_kept} s"
+  rounds+=("${ours},${peer},${winograd},${ours_kept},${peer_kept},${winograd_kept}")
 done
-"${peer_python}" - "${ours[*]}" "${peer[*]}" "${winograd[*]}" <<'PY'
+PYTHONPATH=benchmarks "${peer_python}" - "${rounds[@]}" <<'PY'
 import statistics
 import sys
-ours, peer, winograd = (statistics.median(map(float, a.split())) for a in sys.argv[1:4])
-print(f"median step over repeats: ours {ours:.4f} s, python {peer:.4f} s, ours/python {ours / peer:.2f}")
-print(f"ours with cpu_convolution WINOGRAD {winograd:.4f} s, ours/python {winograd / peer:.2f}")
+from paired_ratios import spread
+rounds = [list(map(float, r.split(","))) for r in sys.argv[1:]]
+rows = [("glibc malloc defaults", 0, 1, "(like for like, as the peer runs by default)"),
+        ("both keep freed memory", 3, 4, "(like for like, as //tools:train runs)"),
+        ("winograd, glibc defaults", 2, 1, "(ours with cpu_convolution WINOGRAD)"),
+        ("winograd, both keep", 5, 4, "(ours with cpu_convolution WINOGRAD)")]
+print("median step (s) over rounds     ours   python   ours/python per round: median, spread")
+for name, a, b, note in rows:
+    ours = statistics.median(r[a] for r in rounds)
+    peer = statistics.median(r[b] for r in rounds)
+    print(f"{name:28s} {ours:7.3f}  {peer:7.3f}   {spread([r[a] / r[b] for r in rounds])}  {note}")
 PY
 echo "ours with activation checkpointing (compare peak RSS with the lines above):"
 "${bin}" "${args[@]}" --checkpointing

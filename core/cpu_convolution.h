@@ -9,7 +9,8 @@ namespace vision::core {
 
 enum class CpuConvolution {
   kATen,      // ATen's choice (oneDNN, or im2col and GEMM): PyTorch's behaviour.
-  kWinograd,  // 3x3 stride-1 float32 convolutions by Winograd F(4x4, 3x3); others as kATen.
+  kWinograd,  // 3x3 stride-1 float32 convolutions, dilated too, by Winograd F(4x4, 3x3) where
+              // the maps fill its tiles (models/ops/winograd_conv.h); others as kATen.
 };
 
 void SetCpuConvolution(CpuConvolution algorithm);

@@ -241,8 +241,9 @@ absl::Status Trainer::Loop::SetUpModel() {
     Print(absl::StrCat("activation checkpointing: ", absl::StrJoin(names, ", ")));
   }
   if (config_.cpu_convolution() == core::TrainPipelineConfig::WINOGRAD) {
-    Print(device_.is_cpu() ? "cpu convolution: Winograd F(4x4, 3x3) for the 3x3 stride-1 layers"
-                           : "cpu convolution: WINOGRAD has no effect on a CUDA device");
+    Print(device_.is_cpu()
+              ? "cpu convolution: Winograd F(4x4, 3x3) for the 3x3 stride-1 layers, dilated too"
+              : "cpu convolution: WINOGRAD has no effect on a CUDA device");
   }
   if (config_.memory_format() == core::TrainPipelineConfig::CHANNELS_LAST) {
     const int converted = ToChannelsLast(*p_.model);

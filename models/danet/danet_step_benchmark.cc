@@ -24,6 +24,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "core/batch.h"
+#include "core/host_memory.h"
 #include "engine/autocast.h"
 #include "engine/loss_scaler.h"
 #include "engine/memory_format.h"
@@ -49,6 +50,9 @@ ABSL_FLAG(bool, channels_last, false,
           "weights and images in channels-last layout (TrainPipelineConfig.memory_format)");
 ABSL_FLAG(std::string, cpu_convolution, "aten",
           "aten or winograd: TrainPipelineConfig.cpu_convolution (models/ops/winograd_conv.h)");
+ABSL_FLAG(bool, retain_host_memory, false,
+          "keep freed host memory for reuse as //tools:train does (core/host_memory.h); off: "
+          "glibc's malloc defaults, as the Python peer runs without MALLOC_* variables");
 ABSL_FLAG(int, profile_steps, 0, "profile this many steps after the timed ones");
 ABSL_FLAG(int, sync_steps, 2,
           "count the host-device synchronisations of this many steps after the timed ones "
@@ -65,6 +69,7 @@ int Fail(const absl::Status& status) {
 }
 
 int Run() {
+  if (absl::GetFlag(FLAGS_retain_host_memory)) vision::core::RetainFreedHostMemory();
   at::set_num_threads(absl::GetFlag(FLAGS_threads));
   torch::manual_seed(0);
   absl::StatusOr<c10::Device> device = bench::ParseDevice(absl::GetFlag(FLAGS_device));

@@ -1,6 +1,7 @@
 #include "models/ops/winograd_conv.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -303,12 +304,48 @@ at::Tensor FilterGradient(const at::Tensor& input, const at::Tensor& grad) {
   return TransformFilterAdjoint(du);
 }
 
+// A 3x3 convolution dilated by (dh, dw) with padding (dh, dw) reads, for an output at row
+// dh i + a, only input rows dh (i - 1) + a, dh i + a and dh (i + 1) + a: the input's row phase a
+// alone, read as an undilated 3x3 convolution with padding 1. So the dilated layer is dh x dw
+// undilated ones over the input's polyphase components, batched: Polyphase pads the input with
+// zeros to whole multiples of the dilation (rows the convolution reads as padding anyway) and
+// moves phase (a, b) to batch entry (n dh + a) dw + b; Unphase puts the results back and crops.
+// The GEMMs see as many tiles as the undilated layer of the same size would.
+at::Tensor Polyphase(const at::Tensor& x, int64_t dh, int64_t dw) {
+  if (dh == 1 && dw == 1) return x;
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  const int64_t hp = (h + dh - 1) / dh, wp = (w + dw - 1) / dw;
+  const at::Tensor padded =
+      hp * dh == h && wp * dw == w ? x : at::constant_pad_nd(x, {0, wp * dw - w, 0, hp * dh - h});
+  return padded.view({n, c, hp, dh, wp, dw})
+      .permute({0, 3, 5, 1, 2, 4})
+      .contiguous()
+      .view({n * dh * dw, c, hp, wp});
+}
+
+// The inverse of Polyphase for a [n dh dw, k, hp, wp] result, cropped to [n, k, h, w].
+at::Tensor Unphase(const at::Tensor& y, int64_t dh, int64_t dw, int64_t h, int64_t w) {
+  if (dh == 1 && dw == 1) return y;
+  const int64_t k = y.size(1), hp = y.size(2), wp = y.size(3), n = y.size(0) / (dh * dw);
+  return y.view({n, dh, dw, k, hp, wp})
+      .permute({0, 3, 4, 1, 5, 2})
+      .reshape({n, k, hp * dh, wp * dw})
+      .slice(2, 0, h)
+      .slice(3, 0, w)
+      .contiguous();
+}
+
+// Saves the caller's input (not its polyphase copy, which backward rebuilds), so a dilated
+// layer keeps no more activation memory than an undilated one.
 class WinogradConv3x3Function : public torch::autograd::Function<WinogradConv3x3Function> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
-                            const at::Tensor& weight) {
+                            const at::Tensor& weight, int64_t dh, int64_t dw) {
     ctx->save_for_backward({input, weight});
-    return Convolve(input, weight);
+    ctx->saved_data["dh"] = dh;
+    ctx->saved_data["dw"] = dw;
+    return Unphase(Convolve(Polyphase(input, dh, dw), weight), dh, dw, input.size(2),
+                   input.size(3));
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -316,20 +353,24 @@ class WinogradConv3x3Function : public torch::autograd::Function<WinogradConv3x3
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& input = saved[0];
     const at::Tensor& weight = saved[1];
-    const at::Tensor grad = grads[0].contiguous();
+    const int64_t dh = ctx->saved_data["dh"].toInt(), dw = ctx->saved_data["dw"].toInt();
+    // Outputs in the padding Polyphase adds are cropped away, so their gradient is zero.
+    const at::Tensor grad = Polyphase(grads[0].contiguous(), dh, dw);
     at::Tensor grad_input, grad_weight;
     if (ctx->needs_input_grad(0)) {
       // Correlating dY with the flipped, transposed filters is the transposed convolution.
-      grad_input = Convolve(grad, weight.flip({2, 3}).transpose(0, 1).contiguous());
+      grad_input = Unphase(Convolve(grad, weight.flip({2, 3}).transpose(0, 1).contiguous()), dh, dw,
+                           input.size(2), input.size(3));
     }
-    if (ctx->needs_input_grad(1)) grad_weight = FilterGradient(input, grad);
-    return {grad_input, grad_weight};
+    if (ctx->needs_input_grad(1)) grad_weight = FilterGradient(Polyphase(input, dh, dw), grad);
+    return {grad_input, grad_weight, at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
-at::Tensor WinogradConv3x3(const at::Tensor& input, const at::Tensor& weight) {
+at::Tensor WinogradConv3x3(const at::Tensor& input, const at::Tensor& weight,
+                           std::array<int64_t, 2> dilation) {
   TORCH_CHECK(input.dim() == 4 && input.device().is_cpu() && input.is_contiguous(),
               "WinogradConv3x3: needs a contiguous CPU [N, C, H, W] input, got ", input.sizes(),
               " on ", input.device());
@@ -340,7 +381,9 @@ at::Tensor WinogradConv3x3(const at::Tensor& input, const at::Tensor& weight) {
                   weight.device().is_cpu(),
               "WinogradConv3x3: needs a [K, ", input.size(1), ", 3, 3] ", input.scalar_type(),
               " CPU weight, got ", weight.sizes(), " ", weight.scalar_type());
-  return WinogradConv3x3Function::apply(input, weight.contiguous());
+  TORCH_CHECK(dilation[0] >= 1 && dilation[1] >= 1, "WinogradConv3x3: dilation must be >= 1, got ",
+              dilation[0], " x ", dilation[1]);
+  return WinogradConv3x3Function::apply(input, weight.contiguous(), dilation[0], dilation[1]);
 }
 
 bool WinogradConv3x3Applies(const at::Tensor& input, const at::Tensor& weight, bool has_bias,
@@ -350,8 +393,8 @@ bool WinogradConv3x3Applies(const at::Tensor& input, const at::Tensor& weight, b
   const auto& dilation = *options.dilation();
   const auto* padding = std::get_if<torch::ExpandingArray<2>>(&options.padding());
   return !has_bias && options.groups() == 1 && kernel[0] == 3 && kernel[1] == 3 && stride[0] == 1 &&
-         stride[1] == 1 && dilation[0] == 1 && dilation[1] == 1 && padding != nullptr &&
-         (**padding)[0] == 1 && (**padding)[1] == 1 &&
+         stride[1] == 1 && dilation[0] >= 1 && dilation[1] >= 1 && padding != nullptr &&
+         (**padding)[0] == dilation[0] && (**padding)[1] == dilation[1] &&
          std::holds_alternative<torch::enumtype::kZeros>(options.padding_mode()) &&
          input.dim() == 4 && input.device().is_cpu() &&
          (input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble) &&
@@ -360,10 +403,20 @@ bool WinogradConv3x3Applies(const at::Tensor& input, const at::Tensor& weight, b
          !at::autocast::is_autocast_enabled(at::kCPU);
 }
 
+double WinogradTileCoverage(int64_t height, int64_t width, std::array<int64_t, 2> dilation) {
+  const int64_t hp = (height + dilation[0] - 1) / dilation[0];
+  const int64_t wp = (width + dilation[1] - 1) / dilation[1];
+  const auto whole_tiles = [](int64_t n) { return (n + kTile - 1) / kTile * kTile; };
+  return static_cast<double>(hp * wp) / static_cast<double>(whole_tiles(hp) * whole_tiles(wp));
+}
+
 at::Tensor Conv2dImpl::forward(const at::Tensor& input) {
   if (core::GetCpuConvolution() == core::CpuConvolution::kWinograd &&
       WinogradConv3x3Applies(input, weight, bias.defined(), options)) {
-    return WinogradConv3x3(input, weight);
+    const auto& d = *options.dilation();
+    if (WinogradTileCoverage(input.size(2), input.size(3), {d[0], d[1]}) >= kMinTileCoverage) {
+      return WinogradConv3x3(input, weight, {d[0], d[1]});
+    }
   }
   return torch::nn::Conv2dImpl::forward(input);
 }
