@@ -45,19 +45,13 @@ for ((i = 0; i < repeats; ++i)); do
   rounds+=("${ours},${peer},${winograd},${ours_kept},${peer_kept},${winograd_kept}")
 done
 PYTHONPATH=benchmarks "${peer_python}" - "${rounds[@]}" <<'PY'
-import statistics
 import sys
-from paired_ratios import spread
-rounds = [list(map(float, r.split(","))) for r in sys.argv[1:]]
-rows = [("glibc malloc defaults", 0, 1, "(like for like, as the peer runs by default)"),
-        ("both keep freed memory", 3, 4, "(like for like, as //tools:train runs)"),
-        ("winograd, glibc defaults", 2, 1, "(ours with cpu_convolution WINOGRAD)"),
-        ("winograd, both keep", 5, 4, "(ours with cpu_convolution WINOGRAD)")]
-print("median step (s) over rounds     ours   python   ours/python per round: median, spread")
-for name, a, b, note in rows:
-    ours = statistics.median(r[a] for r in rounds)
-    peer = statistics.median(r[b] for r in rounds)
-    print(f"{name:28s} {ours:7.3f}  {peer:7.3f}   {spread([r[a] / r[b] for r in rounds])}  {note}")
+from paired_ratios import step_table
+step_table(sys.argv[1:], [
+    ("glibc malloc defaults", 0, 1, "(like for like, as the peer runs by default)"),
+    ("both keep freed memory", 3, 4, "(like for like, as //tools:train runs)"),
+    ("winograd, glibc defaults", 2, 1, "(ours with cpu_convolution WINOGRAD)"),
+    ("winograd, both keep", 5, 4, "(ours with cpu_convolution WINOGRAD)")])
 PY
 echo "ours with activation checkpointing (compare peak RSS with the lines above):"
 "${bin}" "${args[@]}" --checkpointing

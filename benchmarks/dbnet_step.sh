@@ -46,18 +46,12 @@ for ((i = 0; i < repeats; ++i)); do
   rounds+=("${ours},${ours_modules},${ours_default},${peer},${peer_tuned},${ours_winograd}")
 done
 PYTHONPATH=benchmarks "${peer_python}" - "${rounds[@]}" <<'PY'
-import statistics
 import sys
-from paired_ratios import spread
-rounds = [list(map(float, r.split(","))) for r in sys.argv[1:]]
-rows = [("both keep freed memory", 0, 4, ""),
-        ("as shipped", 0, 3, "(ours keeps freed host memory, python default malloc)"),
-        ("glibc malloc defaults", 2, 3, ""),
-        ("head as modules", 1, 4, "(both keep freed memory)"),
-        ("winograd", 5, 4, "(ours with cpu_convolution WINOGRAD; both keep freed memory)")]
-print("median step (s) over rounds   ours   python   ours/python per round: median, spread")
-for name, a, b, note in rows:
-    ours = statistics.median(r[a] for r in rounds)
-    peer = statistics.median(r[b] for r in rounds)
-    print(f"{name:26s} {ours:7.3f}  {peer:7.3f}   {spread([r[a] / r[b] for r in rounds])}  {note}")
+from paired_ratios import step_table
+step_table(sys.argv[1:], [
+    ("both keep freed memory", 0, 4, ""),
+    ("as shipped", 0, 3, "(ours keeps freed host memory, python default malloc)"),
+    ("glibc malloc defaults", 2, 3, ""),
+    ("head as modules", 1, 4, "(both keep freed memory)"),
+    ("winograd", 5, 4, "(ours with cpu_convolution WINOGRAD; both keep freed memory)")])
 PY
