@@ -2,9 +2,13 @@
 # Mask R-CNN R50-FPN on CPU, ours against torchvision 0.26 in PyTorch 2.11 on the same weights,
 # images and targets (benchmarks/mask_rcnn_peer.py writes them), in one command:
 #   bash benchmarks/mask_rcnn_step.sh [--size=512 --batch=2 --steps=3 --threads=1]
+#                                     [--cpu_convolution=aten|winograd]
 #                                     [--op_table[=train|infer|both]] [--profile_dir=DIR]
 # Training step (forward, backward, SGD step) and inference (detections and masks pasted at the
 # image size) times, and the ratios ours / torchvision.
+# --cpu_convolution=winograd: ours with TrainPipelineConfig.cpu_convolution WINOGRAD (the 3x3
+#   stride-1 convolutions by Winograd F(4x4, 3x3), models/ops/winograd_conv.h; the backbone then
+#   runs NCHW instead of channels-last); torchvision has no such path. Default aten.
 # --op_table: also profiles two more training steps (forward, backward) of each side at 1 thread
 #   (Kineto, mask_rcnn_benchmark --profile_dir; torch.profiler, mask_rcnn_peer.py --profile_dir)
 #   and prints benchmarks/op_table.py's operator table (calls and self ms per step, ours /
@@ -20,7 +24,7 @@
 #   (training), DIR/ours_infer.json and DIR/peer_infer.json (inference) (e.g. for
 #   python3 benchmarks/op_table.py DIR/ours.json DIR/peer.json --shapes).
 set -euo pipefail
-op_table="" keep=""
+op_table="" keep="" convolution=aten
 args=(--size=512 --batch=2 --steps=3 --threads=1)
 for a in "$@"; do
   case "${a}" in
@@ -28,6 +32,7 @@ for a in "$@"; do
     --op_table=train | --op_table=infer | --op_table=both) op_table="${a#*=}" ;;
     --profile_dir=*) op_table="${op_table:-train}" keep="${a#*=}" ;;
     --size=* | --batch=* | --steps=* | --threads=*) args+=("${a}") ;;
+    --cpu_convolution=aten | --cpu_convolution=winograd) convolution="${a#*=}" ;;
     *) echo "unknown argument ${a}; see the usage at the top of $0" >&2; exit 2 ;;
   esac
 done
@@ -45,7 +50,8 @@ for a in "${args[@]}"; do [[ "${a}" == --steps=* || "${a}" == --threads=* ]] && 
 dir="$(mktemp -d)"
 trap 'rm -rf "${dir}"' EXIT
 "${peer_python}" benchmarks/mask_rcnn_peer.py "${args[@]}" --write="${dir}"
-echo "config: Mask R-CNN R50-FPN, 91 classes, ${args[*]}"
+shared+=(--cpu_convolution="${convolution}")
+echo "config: Mask R-CNN R50-FPN, 91 classes, ${args[*]}, ours with cpu_convolution ${convolution}"
 ours=$("$(bazel info -c opt bazel-bin)/models/mask_rcnn/mask_rcnn_benchmark" --dir="${dir}" "${shared[@]}")
 peer=$("${peer_python}" benchmarks/mask_rcnn_peer.py "${args[@]}")
 echo "ours:        ${ours//$'\n'/; }"
@@ -69,7 +75,7 @@ if [[ -n "${op_table}" ]]; then
   profile=(--steps=1 --threads=1 --profile_steps=2 --profile="${op_table}")
   mkdir -p "${dir}/profile_ours" "${dir}/profile_peer"
   "$(bazel info -c opt bazel-bin)/models/mask_rcnn/mask_rcnn_benchmark" --dir="${dir}" \
-    "${profile[@]}" --profile_dir="${dir}/profile_ours" >/dev/null
+    "${profile[@]}" --cpu_convolution="${convolution}" --profile_dir="${dir}/profile_ours" >/dev/null
   "${peer_python}" benchmarks/mask_rcnn_peer.py "${args[@]}" "${profile[@]}" \
     --profile_dir="${dir}/profile_peer" >/dev/null
   for kind in train infer; do
