@@ -298,12 +298,11 @@ TEST(DANetChannelsLastTest, MatchesContiguousOnTheCpu) {
 }
 
 // TrainPipelineConfig.cpu_convolution WINOGRAD (models/ops/winograd_conv.h): the 3x3 stride-1
-// convolutions (ResNet-50's undilated blocks, layer3's dilated by 2 through the polyphase split;
-// at 64 x 64 layer4's 8 x 8 maps dilated by 4 and more stay ATen's; the head's 3x3 layers) by
-// Winograd F(4x4, 3x3)
-// take ATen's training step and make its predictions: in float64 within the float64 device
-// tolerances (the algorithms differ by 1e-13), in float32 within the float32 ones (Winograd
-// rounds about 10x more than a direct convolution, as cuDNN's does).
+// convolutions (ResNet-50's undilated blocks, layer3's dilated by 2 through the polyphase split,
+// the head's 3x3 layers; at 64 x 64, layer4's 8 x 8 maps dilated by 4 and more stay ATen's) by
+// Winograd F(4x4, 3x3) take ATen's training step and make its predictions: in float64 within
+// the float64 device tolerances (the algorithms differ by 1e-13), in float32 within the float32
+// ones (Winograd rounds about 10x more than a direct convolution, as cuDNN's does).
 void CompareWinograd(at::ScalarType dtype) {
   const Reference& reference = GetReference();
   ASSERT_NE(reference.model, nullptr);
