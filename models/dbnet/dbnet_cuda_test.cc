@@ -322,42 +322,35 @@ TEST(DBNetFloat32NoiseTest, CpuNoiseIsATenthOfTheTolerancesAtMost) {
                kFloat64GradientTolerance.Divided(2 * kNoiseMargin));
 }
 
+// This test's model for the checks that every model's device test runs
+// (models/testing/device_parity.h ModelChecks).
+const parity::ModelChecks<DBNet, Predictions>& Checks() {
+  static const auto* checks = new parity::ModelChecks<DBNet, Predictions>{
+      GetReference().model.get(),
+      &GetReference().batch,
+      CopyOf,
+      parity::StepsWithin(CompareSteps, kFloat32LossTolerance, kFloat32GradientTolerance,
+                          kFloat64LossTolerance, kFloat64GradientTolerance),
+      Predict,
+      [](const Predictions& expected, const Predictions& seen, double divisor) {
+        ComparePredictions(expected, seen, GetReference().model->config().post_process, divisor);
+      },
+      kNoiseMargin};
+  return *checks;
+}
+
 TEST(DBNetCudaTest, Float32MatchesTheCpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
   parity::UseIeeeFloat32OnCuda();
-  const Reference& reference = GetReference();
-  ASSERT_NE(reference.model, nullptr);
-  const c10::Device cuda(at::kCUDA, 0);
-  std::unique_ptr<DBNet> cpu = CopyOf(*reference.model, at::kCPU, at::kFloat);
-  std::unique_ptr<DBNet> gpu = CopyOf(*reference.model, cuda, at::kFloat);
-  ASSERT_TRUE(cpu && gpu);
-  const core::Batch gpu_batch = parity::BatchOn(reference.batch, cuda, at::kFloat);
-  CompareSteps(parity::LossesAndGradients(*cpu, reference.batch),
-               parity::LossesAndGradients(*gpu, gpu_batch), kFloat32LossTolerance,
-               kFloat32GradientTolerance);
-  ComparePredictions(*cpu, reference.batch, *gpu, gpu_batch, 1.0);
+  parity::DeviceMatchesTheCpu(Checks(), c10::Device(at::kCUDA, 0), at::kFloat);
 }
 
 // TrainPipelineConfig.memory_format: channels-last weights and images take the contiguous
 // model's training step and make its predictions within the float32 device tolerances (the
 // layout reorders sums, as another device does), on the CPU and on CUDA.
-void CompareChannelsLast(const c10::Device& device) {
-  const Reference& reference = GetReference();
-  ASSERT_NE(reference.model, nullptr);
-  parity::CompareChannelsLast<DBNet>(
-      *reference.model, reference.batch, device, CopyOf,
-      [](const parity::StepResult& expected, const parity::StepResult& seen) {
-        CompareSteps(expected, seen, kFloat32LossTolerance, kFloat32GradientTolerance);
-      },
-      [](DBNet& expected, const core::Batch& expected_batch, DBNet& seen,
-         const core::Batch& seen_batch) {
-        ComparePredictions(expected, expected_batch, seen, seen_batch, 1.0);
-      });
-}
-
 TEST(DBNetChannelsLastTest, MatchesContiguousOnTheCpu) {
   at::set_num_threads(1);
-  CompareChannelsLast(at::kCPU);
+  parity::ChannelsLastMatchesContiguous(Checks(), at::kCPU);
 }
 
 // TrainPipelineConfig.cpu_convolution WINOGRAD (models/ops/winograd_conv.h): the 3x3 stride-1
@@ -365,71 +358,35 @@ TEST(DBNetChannelsLastTest, MatchesContiguousOnTheCpu) {
 // training step as ATen's convolutions. In float64 within the float64 device tolerances (the
 // algorithms differ by 1e-13); in float32 within the float32 device tolerances, predictions
 // included (Winograd rounds about 10x more than a direct convolution, as cuDNN's does).
-void CompareWinograd(at::ScalarType dtype) {
-  const Reference& reference = GetReference();
-  ASSERT_NE(reference.model, nullptr);
-  const bool exact = dtype == at::kDouble;
-  parity::CompareWinograd<DBNet, Predictions>(
-      *reference.model, reference.batch, dtype, CopyOf,
-      [&](const parity::StepResult& expected, const parity::StepResult& seen) {
-        CompareSteps(expected, seen, exact ? kFloat64LossTolerance : kFloat32LossTolerance,
-                     exact ? kFloat64GradientTolerance : kFloat32GradientTolerance);
-      },
-      Predict,
-      [&](const Predictions& expected, const Predictions& seen) {
-        ComparePredictions(expected, seen, reference.model->config().post_process,
-                           exact ? kNoiseMargin : 1.0);
-      });
-}
-
 TEST(DBNetWinogradTest, Float64StepMatchesATen) {
   at::set_num_threads(1);
-  CompareWinograd(at::kDouble);
+  parity::WinogradMatchesATen(Checks(), at::kDouble);
 }
 
 TEST(DBNetWinogradTest, Float32StepAndPredictionsMatchATen) {
   at::set_num_threads(1);
-  CompareWinograd(at::kFloat);
+  parity::WinogradMatchesATen(Checks(), at::kFloat);
 }
 
 TEST(DBNetCudaTest, ChannelsLastFloat32MatchesTheCpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
   parity::UseIeeeFloat32OnCuda();
-  CompareChannelsLast(c10::Device(at::kCUDA, 0));
+  parity::ChannelsLastMatchesContiguous(Checks(), c10::Device(at::kCUDA, 0));
 }
 
 TEST(DBNetCudaTest, Float64LossesAndGradientsMatchTheCpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
-  const Reference& reference = GetReference();
-  ASSERT_NE(reference.model, nullptr);
-  const c10::Device cuda(at::kCUDA, 0);
-  std::unique_ptr<DBNet> cpu = CopyOf(*reference.model, at::kCPU, at::kDouble);
-  std::unique_ptr<DBNet> gpu = CopyOf(*reference.model, cuda, at::kDouble);
-  ASSERT_TRUE(cpu && gpu);
-  CompareSteps(
-      parity::LossesAndGradients(*cpu, parity::BatchOn(reference.batch, at::kCPU, at::kDouble)),
-      parity::LossesAndGradients(*gpu, parity::BatchOn(reference.batch, cuda, at::kDouble)),
-      kFloat64LossTolerance, kFloat64GradientTolerance);
-}
-
-void ExpectFiniteAutocastSteps(at::ScalarType dtype) {
-  const Reference& reference = GetReference();
-  ASSERT_NE(reference.model, nullptr);
-  const c10::Device cuda(at::kCUDA, 0);
-  std::unique_ptr<DBNet> gpu = CopyOf(*reference.model, cuda, at::kFloat);
-  ASSERT_NE(gpu, nullptr);
-  parity::ExpectFiniteAutocastSteps(*gpu, parity::BatchOn(reference.batch, cuda, at::kFloat),
-                                    dtype);
+  parity::DeviceMatchesTheCpu(Checks(), c10::Device(at::kCUDA, 0), at::kDouble);
 }
 
 TEST(DBNetCudaTest, Bfloat16AutocastStepsStayFinite) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
-  ExpectFiniteAutocastSteps(at::kBFloat16);
+  parity::ExpectFiniteAutocastSteps(Checks(), c10::Device(at::kCUDA, 0), at::kBFloat16);
 }
 
 TEST(DBNetCudaTest, Float16AutocastStepsWithLossScalingStayFinite) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
-  ExpectFiniteAutocastSteps(at::kHalf);
+  parity::ExpectFiniteAutocastSteps(Checks(), c10::Device(at::kCUDA, 0), at::kHalf);
 }
 
 }  // namespace

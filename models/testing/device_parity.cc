@@ -374,6 +374,16 @@ void CompareSteps(const StepResult& expected, const StepResult& seen,
   EXPECT_TRUE(gradients.Within(gradient_tolerance, "gradients"));
 }
 
+std::function<void(const StepResult&, const StepResult&, at::ScalarType)> StepsWithin(
+    StepComparison compare, const Tolerance& float32_loss, const Tolerance& float32_gradient,
+    const Tolerance& float64_loss, const Tolerance& float64_gradient) {
+  return [=](const StepResult& expected, const StepResult& seen, at::ScalarType dtype) {
+    const bool exact = dtype == at::kDouble;
+    compare(expected, seen, exact ? float64_loss : float32_loss,
+            exact ? float64_gradient : float32_gradient);
+  };
+}
+
 double CosineSimilarity(const std::map<std::string, at::Tensor>& a,
                         const std::map<std::string, at::Tensor>& b) {
   double dot = 0, norm_a = 0, norm_b = 0;
@@ -389,8 +399,7 @@ double CosineSimilarity(const std::map<std::string, at::Tensor>& a,
   return norm_a > 0 && norm_b > 0 ? dot / std::sqrt(norm_a * norm_b) : 0.0;
 }
 
-void ExpectFiniteAutocastSteps(core::Model& model, const core::Batch& batch,
-                               at::ScalarType dtype) {
+void ExpectFiniteAutocastSteps(core::Model& model, const core::Batch& batch, at::ScalarType dtype) {
   const StepResult float32 = LossesAndGradients(model, batch);
   MixedPrecisionOptions options;
   options.dtype = dtype;

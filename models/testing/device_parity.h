@@ -67,49 +67,80 @@ StepResult GradientsOf(torch::nn::Module& model,
 // model.Losses(batch).
 StepResult LossesAndGradients(core::Model& model, const core::Batch& batch);
 
-// The models' ChannelsLast cases: a CPU float32 copy of `reference` (made by `copy_of`) and a
-// copy on `device` made channels-last with its batch (ToChannelsLast) take one training step
-// each on `batch`, compared by `compare_steps`, then make predictions, compared by
-// `compare_predictions` (expected model and batch first).
-template <typename Model>
-void CompareChannelsLast(
-    const Model& reference, const core::Batch& batch, const c10::Device& device,
-    const std::function<std::unique_ptr<Model>(const Model&, const c10::Device&, at::ScalarType)>&
-        copy_of,
-    const std::function<void(const StepResult&, const StepResult&)>& compare_steps,
-    const std::function<void(Model&, const core::Batch&, Model&, const core::Batch&)>&
-        compare_predictions) {
-  std::unique_ptr<Model> plain = copy_of(reference, at::kCPU, at::kFloat);
-  std::unique_ptr<Model> nhwc = copy_of(reference, device, at::kFloat);
-  ASSERT_TRUE(plain && nhwc);
-  core::Batch nhwc_batch = BatchOn(batch, device, at::kFloat);
-  ASSERT_TRUE(ToChannelsLast(*nhwc, &nhwc_batch));
-  compare_steps(LossesAndGradients(*plain, batch), LossesAndGradients(*nhwc, nhwc_batch));
-  compare_predictions(*plain, batch, *nhwc, nhwc_batch);
+// What a model's device test tells the checks that every model runs (below): its fixed
+// weights and batch, how to copy the weights to a device and float type, how to compare two
+// training steps at a float type's tolerances and two sets of predictions (the tolerances
+// divided by `divisor`), and how to predict. `noise_margin` is the factor between a
+// tolerance and the CPU's own float32 noise that the test measures.
+template <typename Model, typename Predictions>
+struct ModelChecks {
+  const Model* reference = nullptr;
+  const core::Batch* batch = nullptr;
+  std::function<std::unique_ptr<Model>(const Model&, const c10::Device&, at::ScalarType)> copy_of;
+  std::function<void(const StepResult& expected, const StepResult& seen, at::ScalarType dtype)>
+      compare_steps;
+  std::function<Predictions(Model&, const core::Batch&)> predict;
+  std::function<void(const Predictions& expected, const Predictions& seen, double divisor)>
+      compare_predictions;
+  double noise_margin = 10;
+};
+
+// The CUDA cases: copies of the reference on the CPU and on `device` in `dtype` take one
+// training step each, compared at `dtype`'s tolerances; in float32 they then make their
+// predictions, compared at the full tolerances.
+template <typename Model, typename Predictions>
+void DeviceMatchesTheCpu(const ModelChecks<Model, Predictions>& checks, const c10::Device& device,
+                         at::ScalarType dtype) {
+  ASSERT_NE(checks.reference, nullptr);
+  std::unique_ptr<Model> cpu = checks.copy_of(*checks.reference, at::kCPU, dtype);
+  std::unique_ptr<Model> other = checks.copy_of(*checks.reference, device, dtype);
+  ASSERT_TRUE(cpu && other);
+  const core::Batch cpu_batch = BatchOn(*checks.batch, at::kCPU, dtype);
+  const core::Batch device_batch = BatchOn(*checks.batch, device, dtype);
+  checks.compare_steps(LossesAndGradients(*cpu, cpu_batch),
+                       LossesAndGradients(*other, device_batch), dtype);
+  if (dtype == at::kFloat) {
+    checks.compare_predictions(checks.predict(*cpu, cpu_batch),
+                               checks.predict(*other, device_batch), 1.0);
+  }
 }
 
-// The models' Winograd cases (TrainPipelineConfig.cpu_convolution, models/ops/winograd_conv.h):
-// two CPU copies of `reference` in `dtype` (made by `copy_of`) take one training step each on
-// `batch`, one with ATen's convolutions and one with core::CpuConvolution::kWinograd, compared
-// by `compare_steps`; then each makes its predictions under its own setting, compared by
-// `compare_predictions` (ATen's first).
+// The ChannelsLast cases (TrainPipelineConfig.memory_format): a CPU float32 copy of the
+// reference and a copy on `device` made channels-last with its batch (ToChannelsLast) take one
+// training step each, then make their predictions, compared at the float32 tolerances.
 template <typename Model, typename Predictions>
-void CompareWinograd(
-    const Model& reference, const core::Batch& batch, at::ScalarType dtype,
-    const std::function<std::unique_ptr<Model>(const Model&, const c10::Device&, at::ScalarType)>&
-        copy_of,
-    const std::function<void(const StepResult&, const StepResult&)>& compare_steps,
-    const std::function<Predictions(Model&, const core::Batch&)>& predict,
-    const std::function<void(const Predictions&, const Predictions&)>& compare_predictions) {
-  std::unique_ptr<Model> aten = copy_of(reference, at::kCPU, dtype);
-  std::unique_ptr<Model> winograd = copy_of(reference, at::kCPU, dtype);
+void ChannelsLastMatchesContiguous(const ModelChecks<Model, Predictions>& checks,
+                                   const c10::Device& device) {
+  ASSERT_NE(checks.reference, nullptr);
+  std::unique_ptr<Model> plain = checks.copy_of(*checks.reference, at::kCPU, at::kFloat);
+  std::unique_ptr<Model> nhwc = checks.copy_of(*checks.reference, device, at::kFloat);
+  ASSERT_TRUE(plain && nhwc);
+  core::Batch nhwc_batch = BatchOn(*checks.batch, device, at::kFloat);
+  ASSERT_TRUE(ToChannelsLast(*nhwc, &nhwc_batch));
+  checks.compare_steps(LossesAndGradients(*plain, *checks.batch),
+                       LossesAndGradients(*nhwc, nhwc_batch), at::kFloat);
+  checks.compare_predictions(checks.predict(*plain, *checks.batch),
+                             checks.predict(*nhwc, nhwc_batch), 1.0);
+}
+
+// The Winograd cases (TrainPipelineConfig.cpu_convolution, models/ops/winograd_conv.h): two CPU
+// copies of the reference in `dtype` take one training step each, one with ATen's convolutions
+// and one with core::CpuConvolution::kWinograd, compared at `dtype`'s tolerances; then each
+// makes its predictions under its own setting, compared at the full tolerances in float32 and
+// at the noise margin's fraction of them in float64 (where the two differ by about 1e-13).
+template <typename Model, typename Predictions>
+void WinogradMatchesATen(const ModelChecks<Model, Predictions>& checks, at::ScalarType dtype) {
+  ASSERT_NE(checks.reference, nullptr);
+  std::unique_ptr<Model> aten = checks.copy_of(*checks.reference, at::kCPU, dtype);
+  std::unique_ptr<Model> winograd = checks.copy_of(*checks.reference, at::kCPU, dtype);
   ASSERT_TRUE(aten && winograd);
-  const core::Batch typed = BatchOn(batch, at::kCPU, dtype);
+  const core::Batch typed = BatchOn(*checks.batch, at::kCPU, dtype);
   const StepResult expected = LossesAndGradients(*aten, typed);
-  const Predictions expected_predictions = predict(*aten, typed);
+  const Predictions expected_predictions = checks.predict(*aten, typed);
   core::ScopedCpuConvolution algorithm(core::CpuConvolution::kWinograd);
-  compare_steps(expected, LossesAndGradients(*winograd, typed));
-  compare_predictions(expected_predictions, predict(*winograd, typed));
+  checks.compare_steps(expected, LossesAndGradients(*winograd, typed), dtype);
+  checks.compare_predictions(expected_predictions, checks.predict(*winograd, typed),
+                             dtype == at::kDouble ? checks.noise_margin : 1.0);
 }
 
 // Tolerances of a comparison, each relative to an entry's own scale (at least the
@@ -173,6 +204,15 @@ void CompareSteps(const StepResult& expected, const StepResult& seen,
                   double gradient_floor, size_t loss_count,
                   const std::vector<std::string>& required_gradients);
 
+// A ModelChecks::compare_steps: `compare` (a test's own CompareSteps with its floor and
+// required gradients) at the float32 or the float64 tolerances, by the steps' float type.
+using StepComparison = void (*)(const StepResult& expected, const StepResult& seen,
+                                const Tolerance& loss_tolerance,
+                                const Tolerance& gradient_tolerance);
+std::function<void(const StepResult&, const StepResult&, at::ScalarType)> StepsWithin(
+    StepComparison compare, const Tolerance& float32_loss, const Tolerance& float32_gradient,
+    const Tolerance& float64_loss, const Tolerance& float64_gradient);
+
 // Training steps under autocast as the trainer takes them (engine/trainer.cc): Losses under
 // engine::AutocastScope, their float sum scaled by engine::LossScaler (enabled for float16,
 // initial scale 65536; for bfloat16 it only checks finiteness), backward, unscale and check,
@@ -206,6 +246,16 @@ double CosineSimilarity(const std::map<std::string, at::Tensor>& a,
 // `batch` (both on the GPU) reach MixedPrecisionOptions' finite steps, and the first finite
 // step's gradients point as float32's do (cosine > 0.9). Prints the log and the scale reached.
 void ExpectFiniteAutocastSteps(core::Model& model, const core::Batch& batch, at::ScalarType dtype);
+
+// The same for a float32 copy of the checks' reference on `device` and its batch.
+template <typename Model, typename Predictions>
+void ExpectFiniteAutocastSteps(const ModelChecks<Model, Predictions>& checks,
+                               const c10::Device& device, at::ScalarType dtype) {
+  ASSERT_NE(checks.reference, nullptr);
+  std::unique_ptr<Model> model = checks.copy_of(*checks.reference, device, at::kFloat);
+  ASSERT_NE(model, nullptr);
+  ExpectFiniteAutocastSteps(*model, BatchOn(*checks.batch, device, at::kFloat), dtype);
+}
 
 }  // namespace vision::models::testing
 
