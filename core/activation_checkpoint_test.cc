@@ -47,7 +47,9 @@ TEST(ActivationCheckpointTest, GradientsOutputsAndStatisticsEqualThePlainRun) {
     const Outcome plain = Train(false, input_requires_grad);
     const Outcome checkpointed = Train(true, input_requires_grad);
     EXPECT_TRUE(at::equal(plain.output, checkpointed.output));
-    if (input_requires_grad) EXPECT_TRUE(at::allclose(plain.input_grad, checkpointed.input_grad));
+    if (input_requires_grad) {
+      EXPECT_TRUE(at::allclose(plain.input_grad, checkpointed.input_grad));
+    }
     ASSERT_EQ(plain.param_grads.size(), checkpointed.param_grads.size());
     for (size_t i = 0; i < plain.param_grads.size(); ++i) {
       ASSERT_TRUE(checkpointed.param_grads[i].defined()) << i;

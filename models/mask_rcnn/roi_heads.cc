@@ -20,8 +20,6 @@ namespace vision::models::mask_rcnn {
 namespace {
 
 constexpr char kOp[] = "RoiHeads";
-// torchvision's postprocess_detections drops decoded boxes thinner than this.
-constexpr double kMinDetectionSize = 1e-2;
 
 ops::BoxCoder RoiBoxCoder() {
   return ops::BoxCoder(ops::BoxCoderOptions().weights({10.0, 10.0, 5.0, 5.0}));

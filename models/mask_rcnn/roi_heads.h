@@ -52,6 +52,10 @@ struct RoiHeadsOptions {
   TORCH_ARG(int64_t, sampling_ratio) = 2;
 };
 
+// Inference drops decoded boxes narrower or lower than this (pixels), as torchvision's
+// postprocess_detections does; the ONNX export's post-processing takes the same value.
+inline constexpr double kMinDetectionSize = 1e-2;
+
 // One image's ground truth, in batch pixels.
 struct InstanceTargets {
   at::Tensor boxes;   // [G, 4] float x1, y1, x2, y2

@@ -44,6 +44,7 @@
 #include "models/dbnet/dbnet.h"
 #include "models/mask_rcnn/anchor_generator.h"
 #include "models/mask_rcnn/mask_rcnn.h"
+#include "models/mask_rcnn/roi_heads.h"
 #include "models/ops/boxes.h"
 #include "models/ops/paste_masks.h"
 #include "tools/export/export.h"
@@ -156,8 +157,8 @@ std::string MaskRcnnSpec(const models::mask_rcnn::MaskRcnnConfig& c) {
       ", \"score_threshold\": ", JsonDouble(h.score_threshold()),
       ", \"nms_threshold\": ", JsonDouble(h.nms_threshold()),
       ", \"detections_per_image\": ", h.detections_per_image(),
-      // roi_heads.cc's kMinDetectionSize (torchvision's postprocess_detections).
-      ", \"min_size\": ", JsonDouble(1e-2), ", \"bbox_xform_clip\": ", JsonDouble(clip), "}");
+      ", \"min_size\": ", JsonDouble(models::mask_rcnn::kMinDetectionSize),
+      ", \"bbox_xform_clip\": ", JsonDouble(clip), "}");
 }
 
 // Runs argv[0] with `argv` (no shell) and returns its exit status (128 + signal if killed).
