@@ -21,18 +21,35 @@
 
 namespace vision::models::dbnet {
 
+// How Ls picks its hardest negatives. Both keep the same pixels (up to ties between equal
+// losses) and give the same loss up to float summation order.
+enum class HardNegativeMining {
+  // kSorted on CUDA, kTopK on the CPU (where reading a count costs nothing and topk is cheaper
+  // than a full sort).
+  kAuto,
+  // The references' way: read the two pixel counts on the host, then topk of that many
+  // (two host-device synchronisations per step on a GPU).
+  kTopK,
+  // No host synchronisation: sort all negative losses in descending order on the device and sum
+  // those whose rank is below the count, which stays a device tensor.
+  kSorted,
+};
+
 struct DBLossOptions {
   float alpha = 1.0f;
   float beta = 10.0f;
   float ohem_negative_ratio = 3.0f;
+  HardNegativeMining hard_negative_mining = HardNegativeMining::kAuto;
   // Keeps the divisions finite when a batch has no text.
   float eps = 1e-6f;
 };
 
 // All maps are [N, H, W] float on one device; gt and the masks hold 0 or 1.
 at::Tensor BalancedBCELoss(const at::Tensor& probability, const at::Tensor& gt,
-                           const at::Tensor& mask, float negative_ratio, float eps);
-// 0 when the mask is empty.
+                           const at::Tensor& mask, float negative_ratio, float eps,
+                           HardNegativeMining mining = HardNegativeMining::kAuto);
+// 0 when the mask is empty (with no host synchronisation: the sum is divided by the mask's
+// pixel count, or by 1 when there are none).
 at::Tensor MaskedL1Loss(const at::Tensor& prediction, const at::Tensor& target,
                         const at::Tensor& mask);
 at::Tensor DiceLoss(const at::Tensor& prediction, const at::Tensor& gt, const at::Tensor& mask,

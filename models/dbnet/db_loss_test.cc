@@ -1,5 +1,6 @@
 #include "models/dbnet/db_loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -68,6 +69,63 @@ TEST_F(DBLossHandCase, BalancedBCEWithHardNegativeMining) {
               all / (2 + 13 + 1e-6), 1e-5);
 }
 
+TEST_F(DBLossHandCase, SortedMiningKeepsTheSameNegatives) {
+  const double expected = (-std::log(0.8) - std::log(0.6) - std::log(0.1) - std::log(0.3) -
+                           std::log(0.5) - std::log(0.6) - std::log(0.7) - std::log(0.8)) /
+                          (2 + 6 + 1e-6);
+  EXPECT_NEAR(BalancedBCELoss(probability, gt, mask, 3.0f, 1e-6f, HardNegativeMining::kSorted)
+                  .item<double>(),
+              expected, 1e-5);
+  EXPECT_EQ(BalancedBCELoss(probability, at::zeros_like(gt), mask, 3.0f, 1e-6f,
+                            HardNegativeMining::kSorted)
+                .item<float>(),
+            0.0f);
+}
+
+// Sorting every negative and summing the ones ranked below the count (no host read) against
+// topk of the count read on the host: the same loss and gradients up to float summation order,
+// for ratios that cut the negatives, keep them all, and for maps without text or mask.
+TEST(BalancedBCELoss, SortedMiningEqualsTopK) {
+  at::manual_seed(7);
+  const at::Tensor probability = at::rand({2, 24, 20}, at::kFloat) * 0.98 + 0.01;
+  const at::Tensor text = (at::rand({2, 24, 20}) < 0.1).to(at::kFloat);
+  const at::Tensor in_mask = (at::rand({2, 24, 20}) < 0.9).to(at::kFloat);
+  struct Case {
+    const char* name;
+    at::Tensor gt, mask;
+    float ratio;
+  };
+  const std::vector<Case> cases = {
+      {"ratio 3", text, in_mask, 3.0f},
+      {"ratio 0.5", text, in_mask, 0.5f},
+      {"ratio 2.7 (count truncated)", text, in_mask, 2.7f},
+      {"ratio 100 (every negative)", text, in_mask, 100.0f},
+      {"no text", at::zeros_like(text), in_mask, 3.0f},
+      {"empty mask", text, at::zeros_like(in_mask), 3.0f},
+  };
+  for (const Case& c : cases) {
+    at::Tensor grads[2];
+    double values[2];
+    int i = 0;
+    for (HardNegativeMining mining : {HardNegativeMining::kTopK, HardNegativeMining::kSorted}) {
+      const at::Tensor p = probability.clone().set_requires_grad(true);
+      const at::Tensor loss = BalancedBCELoss(p, c.gt, c.mask, c.ratio, 1e-6f, mining);
+      EXPECT_EQ(loss.scalar_type(), at::kFloat) << c.name;
+      EXPECT_EQ(loss.dim(), 0) << c.name;
+      loss.backward();
+      values[i] = loss.item<double>();
+      grads[i++] = p.grad();
+    }
+    EXPECT_NEAR(values[1], values[0], 1e-6 * std::abs(values[0]))
+        << c.name << ": sorted " << values[1] << ", topk " << values[0];
+    const double scale = std::max(grads[0].abs().max().item<double>(), 1e-30);
+    EXPECT_LE((grads[1] - grads[0]).abs().max().item<double>(), 1e-6 * scale)
+        << c.name << ": largest gradient " << scale;
+    // The same pixels get a gradient (no tie decides here: the probabilities are distinct).
+    EXPECT_TRUE(at::equal(grads[0] != 0, grads[1] != 0)) << c.name;
+  }
+}
+
 TEST_F(DBLossHandCase, NoTextMeansNoProbabilityLoss) {
   // No positives: no negatives are mined either, as in the references.
   EXPECT_EQ(BalancedBCELoss(probability, at::zeros_like(gt), mask, 3.0f, 1e-6f).item<float>(),
@@ -90,6 +148,10 @@ TEST_F(DBLossHandCase, MaskedL1) {
   // |0.3 - 0.7| + |0.5 - 0.7| + 0 over 3 pixels; the 0.9 outside the mask does not count.
   EXPECT_NEAR(MaskedL1Loss(threshold, target, thresh_mask).item<double>(), 0.6 / 3, 1e-6);
   EXPECT_EQ(MaskedL1Loss(threshold, target, at::zeros_like(thresh_mask)).item<float>(), 0.0f);
+  // An empty mask: 0 with zero (not NaN) gradients, computed without reading the mask's sum.
+  const at::Tensor t = threshold.clone().set_requires_grad(true);
+  MaskedL1Loss(t, target, at::zeros_like(thresh_mask)).backward();
+  EXPECT_EQ(t.grad().abs().max().item<float>(), 0.0f);
 }
 
 TEST_F(DBLossHandCase, DiceOverTheTrainingMask) {

@@ -58,6 +58,16 @@ absl::StatusOr<DBNetConfig> ConfigFromProto(const DBNetOptions& options) {
                                                  "/", options.beta()));
   }
   config.loss.ohem_negative_ratio = options.ohem_negative_ratio();
+  switch (options.hard_negative_mining()) {
+    case DBNetOptions::TOPK:
+      config.loss.hard_negative_mining = HardNegativeMining::kTopK;
+      break;
+    case DBNetOptions::SORTED:
+      config.loss.hard_negative_mining = HardNegativeMining::kSorted;
+      break;
+    default:
+      config.loss.hard_negative_mining = HardNegativeMining::kAuto;
+  }
   if (!(options.ohem_negative_ratio() > 0)) {
     return FieldError("ohem_negative_ratio",
                       absl::StrCat("must be > 0, got ", options.ohem_negative_ratio()));
@@ -191,9 +201,10 @@ absl::Status DBNet::EnableActivationCheckpointing(const std::vector<std::string>
   std::vector<std::string> in_backbone;
   for (const std::string& name : submodules) {
     if (name.rfind("backbone.", 0) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "activation checkpointing: DBNet supports backbone stages only ('backbone.layer4'), got '",
-          name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("activation checkpointing: DBNet supports backbone stages only "
+                       "('backbone.layer4'), got '",
+                       name, "'"));
     }
     in_backbone.push_back(name.substr(9));
   }

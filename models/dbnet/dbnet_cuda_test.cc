@@ -29,6 +29,7 @@
 #include "models/dbnet/dbnet.pb.h"
 #include "models/dbnet/label_generator.h"
 #include "models/testing/device_parity.h"
+#include "models/testing/step_benchmark.h"
 
 namespace vision::models::dbnet {
 namespace {
@@ -387,6 +388,48 @@ TEST(DBNetCudaTest, Bfloat16AutocastStepsStayFinite) {
 TEST(DBNetCudaTest, Float16AutocastStepsWithLossScalingStayFinite) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
   parity::ExpectFiniteAutocastSteps(Checks(), c10::Device(at::kCUDA, 0), at::kHalf);
+}
+
+// The loss on CUDA with the default mining (SORTED there) reads nothing on the host, forward or
+// backward, and equals TOPK's, which reads the two counts (at least two synchronisations:
+// which also shows that the counter sees them).
+TEST(DBNetCudaTest, LossMakesNoHostSynchronisation) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
+  const c10::Device cuda(c10::kCUDA, 0);
+  at::manual_seed(11);
+  const auto on_cuda = at::TensorOptions().device(cuda);
+  const at::Tensor probability = at::rand({4, 160, 160}, on_cuda) * 0.98 + 0.01;
+  DBTargets targets;
+  targets.gt = (at::rand({4, 160, 160}, on_cuda) < 0.1).to(at::kFloat);
+  targets.mask = (at::rand({4, 160, 160}, on_cuda) < 0.95).to(at::kFloat);
+  targets.thresh_map = at::rand({4, 160, 160}, on_cuda);
+  targets.thresh_mask = (at::rand({4, 160, 160}, on_cuda) < 0.3).to(at::kFloat);
+  const at::Tensor threshold = at::rand({4, 160, 160}, on_cuda);
+  double totals[2];
+  int64_t syncs[2];
+  std::string sites[2];
+  int i = 0;
+  for (HardNegativeMining mining : {HardNegativeMining::kAuto, HardNegativeMining::kTopK}) {
+    DBLossOptions options;
+    options.hard_negative_mining = mining;
+    const at::Tensor p = probability.clone().set_requires_grad(true);
+    const at::Tensor t = threshold.clone().set_requires_grad(true);
+    torch::cuda::synchronize();
+    at::Tensor total;
+    {
+      parity::SyncCounter counter(cuda);
+      for (const auto& [name, loss] : DBLoss(p, t, p, targets, options)) {
+        total = total.defined() ? total + loss : loss;
+      }
+      total.backward();
+      syncs[i] = counter.count();
+      for (const auto& [site, count] : counter.sites()) sites[i] += site + "; ";
+    }
+    totals[i++] = total.item<double>();
+  }
+  EXPECT_EQ(syncs[0], 0) << "AUTO (SORTED) on CUDA synchronised at: " << sites[0];
+  EXPECT_GE(syncs[1], 2) << "TOPK on CUDA synchronised at: " << sites[1];
+  EXPECT_NEAR(totals[0], totals[1], 1e-6 * std::abs(totals[1]));
 }
 
 }  // namespace

@@ -194,6 +194,15 @@ TEST(DBNetTest, OptionErrorsNameTheField) {
   EXPECT_THAT(CreateModel(options).status().message(), HasSubstr("strides [8, 16, 32, 64]"));
 }
 
+TEST(DBNetTest, HardNegativeMiningOptionReachesTheLoss) {
+  DBNetOptions options = TinyOptions();
+  EXPECT_EQ(ConfigFromProto(options)->loss.hard_negative_mining, HardNegativeMining::kAuto);
+  options.set_hard_negative_mining(DBNetOptions::TOPK);
+  EXPECT_EQ(ConfigFromProto(options)->loss.hard_negative_mining, HardNegativeMining::kTopK);
+  options.set_hard_negative_mining(DBNetOptions::SORTED);
+  EXPECT_EQ(ConfigFromProto(options)->loss.hard_negative_mining, HardNegativeMining::kSorted);
+}
+
 TEST(DBNetTest, TargetGeneratorUsesTheLabelOptions) {
   DBNetOptions options = TinyOptions();
   options.mutable_labels()->set_shrink_ratio(0.5f);
