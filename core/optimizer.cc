@@ -1,5 +1,7 @@
 #include "core/optimizer.h"
 
+#include <c10/util/Exception.h>
+
 namespace vision::core {
 
 void Optimizer::SetLrFactor(double factor) {
@@ -7,6 +9,10 @@ void Optimizer::SetLrFactor(double factor) {
   for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) {
     groups[i].options().set_lr(base_lrs_[i] * factor);
   }
+}
+
+void Optimizer::StepUnless(const at::Tensor& skip) {
+  TORCH_CHECK(false, "this optimizer cannot skip a step on the device (SkipsOnDevice() is false)");
 }
 
 double Optimizer::lr(size_t index) {

@@ -39,6 +39,13 @@ class Optimizer {
 
   virtual torch::optim::Optimizer& torch_optimizer() = 0;
 
+  // Whether StepUnless can skip a step on the device, so that the host never waits for the
+  // gradients' finiteness check (SGD stepped by the FUSED implementation, the default on CUDA).
+  virtual bool SkipsOnDevice() const { return false; }
+  // torch_optimizer().step(), except that nothing changes where `skip` (a 0-dim float32 tensor
+  // on the parameters' device) holds 1. Throws c10::Error unless SkipsOnDevice().
+  virtual void StepUnless(const at::Tensor& skip);
+
   // Sets every group's rate to factor * its base rate (the group's lr at construction).
   void SetLrFactor(double factor);
   // The current rate of group `index`.

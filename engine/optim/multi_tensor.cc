@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -57,8 +58,7 @@ std::vector<Bucket> Buckets(const std::vector<at::Tensor>& params, Algorithm alg
   for (const at::Tensor& p : params) {
     const at::Tensor& grad = p.grad();
     if (!grad.defined()) continue;
-    TORCH_CHECK(!grad.is_sparse(), "optimizer.implementation: ",
-                ImplementationName(implementation),
+    TORCH_CHECK(!grad.is_sparse(), "optimizer.implementation: ", ImplementationName(implementation),
                 " does not take sparse gradients; use FOR_LOOP");
     auto bucket = std::find_if(buckets.begin(), buckets.end(), [&](const Bucket& b) {
       return b.device == p.device() && b.dtype == p.scalar_type();
@@ -106,14 +106,23 @@ void ForeachSgd(const torch::optim::SGDOptions& o, const Bucket& b, StateMap& st
   at::_foreach_add_(b.params, update, -o.lr());
 }
 
-void FusedSgd(const torch::optim::SGDOptions& o, const Bucket& b, StateMap& state) {
+// `skip`, when defined, is a 0-dim float32 tensor on the bucket's device: the kernels leave
+// everything unchanged where it holds 1 (read on the device, not on the host).
+void FusedSgd(const torch::optim::SGDOptions& o, const Bucket& b, StateMap& state,
+              const at::Tensor& skip) {
+  const std::optional<at::Tensor> found_inf =
+      skip.defined() ? std::optional<at::Tensor>(skip) : std::nullopt;
   if (o.momentum() == 0) {
     at::_fused_sgd_(b.params, b.grads, {}, o.weight_decay(), 0.0, o.lr(), o.dampening(),
-                    o.nesterov(), /*maximize=*/false, /*is_first_step=*/false);
+                    o.nesterov(), /*maximize=*/false, /*is_first_step=*/false,
+                    /*grad_scale=*/std::nullopt, found_inf);
     return;
   }
   // A parameter without a buffer yet starts it from its gradient (is_first_step), as the loop
-  // does; one whose gradient was undefined before may sit beside others that have one.
+  // does; one whose gradient was undefined before may sit beside others that have one. Where the
+  // step may be skipped on the device, a new buffer starts at zero instead, so that a skipped
+  // first step leaves a valid one: momentum * 0 + (1 - dampening) * gradient is the gradient
+  // exactly when dampening is 0, which SkipsOnDevice requires.
   struct Part {
     std::vector<at::Tensor> params, grads, bufs;
   } continued, first;
@@ -122,9 +131,13 @@ void FusedSgd(const torch::optim::SGDOptions& o, const Bucket& b, StateMap& stat
     Part* part = &continued;
     if (slot == nullptr) {
       auto created = std::make_unique<torch::optim::SGDParamState>();
-      created->momentum_buffer(at::empty_like(b.grads[i]));
+      if (skip.defined()) {
+        created->momentum_buffer(at::zeros_like(b.grads[i]));
+      } else {
+        created->momentum_buffer(at::empty_like(b.grads[i]));
+        part = &first;
+      }
       slot = std::move(created);
-      part = &first;
     }
     part->params.push_back(b.params[i]);
     part->grads.push_back(b.grads[i]);
@@ -134,7 +147,7 @@ void FusedSgd(const torch::optim::SGDOptions& o, const Bucket& b, StateMap& stat
     if (part->params.empty()) continue;
     at::_fused_sgd_(part->params, part->grads, part->bufs, o.weight_decay(), o.momentum(), o.lr(),
                     o.dampening(), o.nesterov(), /*maximize=*/false,
-                    /*is_first_step=*/part == &first);
+                    /*is_first_step=*/part == &first, /*grad_scale=*/std::nullopt, found_inf);
   }
 }
 
@@ -210,12 +223,12 @@ void FusedAdam(const AdamHyper& h, const Bucket& b, AdamLists& l) {
   std::copy(l.steps.begin(), l.steps.end(), steps.data_ptr<float>());
   const std::vector<at::Tensor> state_steps = steps.to(b.device).unbind(0);
   if (h.decoupled) {
-    at::_fused_adamw_(b.params, b.grads, l.exp_avgs, l.exp_avg_sqs, l.max_exp_avg_sqs,
-                      state_steps, h.lr, h.beta1, h.beta2, h.weight_decay, h.eps, h.amsgrad,
+    at::_fused_adamw_(b.params, b.grads, l.exp_avgs, l.exp_avg_sqs, l.max_exp_avg_sqs, state_steps,
+                      h.lr, h.beta1, h.beta2, h.weight_decay, h.eps, h.amsgrad,
                       /*maximize=*/false);
   } else {
-    at::_fused_adam_(b.params, b.grads, l.exp_avgs, l.exp_avg_sqs, l.max_exp_avg_sqs,
-                     state_steps, h.lr, h.beta1, h.beta2, h.weight_decay, h.eps, h.amsgrad,
+    at::_fused_adam_(b.params, b.grads, l.exp_avgs, l.exp_avg_sqs, l.max_exp_avg_sqs, state_steps,
+                     h.lr, h.beta1, h.beta2, h.weight_decay, h.eps, h.amsgrad,
                      /*maximize=*/false);
   }
 }
@@ -264,7 +277,7 @@ std::string UnsupportedReason(Algorithm algorithm, Implementation implementation
   return "";
 }
 
-Implementation Resolve(Implementation implementation,
+Implementation Resolve(Implementation implementation, Algorithm algorithm,
                        const std::vector<OptimizerParamGroup>& groups) {
   if (implementation != Implementation::kAuto) return implementation;
   bool any = false;
@@ -274,7 +287,8 @@ Implementation Resolve(Implementation implementation,
       any = true;
     }
   }
-  return any ? Implementation::kForeach : Implementation::kForLoop;
+  if (!any) return Implementation::kForLoop;
+  return algorithm == Algorithm::kSgd ? Implementation::kFused : Implementation::kForeach;
 }
 
 MultiTensorSGD::MultiTensorSGD(const std::vector<OptimizerParamGroup>& groups,
@@ -282,7 +296,7 @@ MultiTensorSGD::MultiTensorSGD(const std::vector<OptimizerParamGroup>& groups,
     : SGD(groups, std::move(defaults)), implementation_(implementation) {}
 
 at::Tensor MultiTensorSGD::step(LossClosure closure) {
-  const Implementation implementation = Resolve(implementation_, param_groups_);
+  const Implementation implementation = Resolve(implementation_, Algorithm::kSgd, param_groups_);
   if (implementation == Implementation::kForLoop) return SGD::step(std::move(closure));
   at::NoGradGuard no_grad;
   at::Tensor loss = RunClosure(closure);
@@ -290,13 +304,47 @@ at::Tensor MultiTensorSGD::step(LossClosure closure) {
     const auto& options = static_cast<const torch::optim::SGDOptions&>(group.options());
     for (const Bucket& bucket : Buckets(group.params(), Algorithm::kSgd, implementation)) {
       if (implementation == Implementation::kFused) {
-        FusedSgd(options, bucket, state_);
+        at::Tensor skip;
+        if (skip_.defined()) {
+          TORCH_CHECK(skip_.device() == bucket.device,
+                      "MultiTensorSGD::StepUnless: the flag is on ", skip_.device(),
+                      ", the parameters on ", bucket.device);
+          skip = skip_;
+        }
+        FusedSgd(options, bucket, state_, skip);
       } else {
         ForeachSgd(options, bucket, state_);
       }
     }
   }
   return loss;
+}
+
+bool MultiTensorSGD::SkipsOnDevice() const {
+  if (Resolve(implementation_, Algorithm::kSgd, param_groups_) != Implementation::kFused) {
+    return false;
+  }
+  for (const OptimizerParamGroup& group : param_groups_) {
+    if (static_cast<const torch::optim::SGDOptions&>(group.options()).dampening() != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void MultiTensorSGD::StepUnless(const at::Tensor& skip) {
+  TORCH_CHECK(SkipsOnDevice(),
+              "MultiTensorSGD::StepUnless needs the FUSED implementation and dampening 0");
+  TORCH_CHECK(skip.dim() == 0 && skip.scalar_type() == at::kFloat,
+              "MultiTensorSGD::StepUnless: the flag must be a 0-dim float32 tensor");
+  skip_ = skip;
+  try {
+    step();
+  } catch (...) {
+    skip_ = at::Tensor();
+    throw;
+  }
+  skip_ = at::Tensor();
 }
 
 template <typename Base, typename BaseOptions>
@@ -308,17 +356,18 @@ MultiTensorAdamT<Base, BaseOptions>::MultiTensorAdamT(
 template <typename Base, typename BaseOptions>
 at::Tensor MultiTensorAdamT<Base, BaseOptions>::step(LossClosure closure) {
   constexpr bool kDecoupled = std::is_same_v<Base, torch::optim::AdamW>;
-  using State = std::conditional_t<kDecoupled, torch::optim::AdamWParamState,
-                                   torch::optim::AdamParamState>;
-  const Implementation implementation = Resolve(implementation_, this->param_groups_);
+  using State =
+      std::conditional_t<kDecoupled, torch::optim::AdamWParamState, torch::optim::AdamParamState>;
+  const Algorithm algorithm = kDecoupled ? Algorithm::kAdamW : Algorithm::kAdam;
+  const Implementation implementation = Resolve(implementation_, algorithm, this->param_groups_);
   if (implementation == Implementation::kForLoop) return Base::step(std::move(closure));
   at::NoGradGuard no_grad;
   at::Tensor loss = RunClosure(closure);
-  const Algorithm algorithm = kDecoupled ? Algorithm::kAdamW : Algorithm::kAdam;
   for (OptimizerParamGroup& group : this->param_groups_) {
     const auto& o = static_cast<const BaseOptions&>(group.options());
-    const AdamHyper hyper{o.lr(),  std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(),
-                          o.weight_decay(), o.amsgrad(),     kDecoupled};
+    const AdamHyper hyper{o.lr(),    std::get<0>(o.betas()), std::get<1>(o.betas()),
+                          o.eps(),   o.weight_decay(),       o.amsgrad(),
+                          kDecoupled};
     for (const Bucket& bucket : Buckets(group.params(), algorithm, implementation)) {
       AdamLists lists = TakeAdamState<State>(bucket, hyper.amsgrad, this->state_);
       if (implementation == Implementation::kFused) {

@@ -36,9 +36,12 @@ const char* ImplementationName(Implementation implementation);
 std::string UnsupportedReason(Algorithm algorithm, Implementation implementation,
                               c10::DeviceType device_type, c10::ScalarType dtype);
 
-// kAuto resolved for these parameters where they are now: kForeach when all are on CUDA,
-// kForLoop otherwise. Other implementations are returned as they are.
-Implementation Resolve(Implementation implementation,
+// kAuto resolved for these parameters where they are now: when all are on CUDA, kFused for SGD
+// (one kernel per group, and a step skipped on the device: MultiTensorSGD::StepUnless) and
+// kForeach for Adam and AdamW (whose fused kernels would read the step counts, kept on the host,
+// from a copy made at every step); kForLoop otherwise. Other implementations are returned as
+// they are.
+Implementation Resolve(Implementation implementation, Algorithm algorithm,
                        const std::vector<torch::optim::OptimizerParamGroup>& groups);
 
 class MultiTensorSGD : public torch::optim::SGD {
@@ -50,10 +53,19 @@ class MultiTensorSGD : public torch::optim::SGD {
   // (moved there after construction) or a gradient is sparse (FOREACH and FUSED).
   at::Tensor step(LossClosure closure = nullptr) override;
 
+  // Whether StepUnless works here: the implementation resolves to kFused (the kernel takes the
+  // flag) and every group's dampening is 0 (see FusedSgd in multi_tensor.cc).
+  bool SkipsOnDevice() const;
+  // step(), except that nothing changes (parameters, momentum buffers) where `skip`, a 0-dim
+  // float32 tensor on the parameters' device, holds 1: the kernels read it on the device, so
+  // the host never waits for it. Throws unless SkipsOnDevice().
+  void StepUnless(const at::Tensor& skip);
+
   Implementation implementation() const { return implementation_; }
 
  private:
   const Implementation implementation_;
+  at::Tensor skip_;  // set during StepUnless only
 };
 
 // Adam (Base = torch::optim::Adam) and AdamW (torch::optim::AdamW); defined for these two.

@@ -121,8 +121,7 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const Scenario& s,
       return std::make_unique<MultiTensorSGD>(groups, torch::optim::SGDOptions(1), implementation);
     case Algorithm::kAdam:
       if (plain) return std::make_unique<torch::optim::Adam>(groups);
-      return std::make_unique<MultiTensorAdam>(groups, torch::optim::AdamOptions(),
-                                               implementation);
+      return std::make_unique<MultiTensorAdam>(groups, torch::optim::AdamOptions(), implementation);
     case Algorithm::kAdamW:
       if (plain) return std::make_unique<torch::optim::AdamW>(groups);
       return std::make_unique<MultiTensorAdamW>(groups, torch::optim::AdamWOptions(),
@@ -208,8 +207,7 @@ std::vector<at::Tensor> Parameters(const Problem& problem, const at::TensorOptio
 
 // Steps [first, last) of `problem`; checks that no step changes a gradient.
 void Steps(const Problem& problem, torch::optim::Optimizer& optimizer,
-           const std::vector<at::Tensor>& params, int first, int last,
-           const std::string& label) {
+           const std::vector<at::Tensor>& params, int first, int last, const std::string& label) {
   for (int s = first; s < last; ++s) {
     std::vector<at::Tensor> given;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -232,7 +230,7 @@ void Steps(const Problem& problem, torch::optim::Optimizer& optimizer,
 }
 
 Result RunSteps(const Scenario& s, Implementation implementation, const Problem& problem,
-           const at::TensorOptions& options = at::kFloat) {
+                const at::TensorOptions& options = at::kFloat) {
   std::vector<at::Tensor> params = Parameters(problem, options);
   std::unique_ptr<torch::optim::Optimizer> optimizer = MakeOptimizer(s, params, implementation);
   const std::string label = s.name + " " + ImplementationName(implementation);
@@ -257,9 +255,9 @@ void ExpectClose(const at::Tensor& expected, const at::Tensor& actual, double ul
   const double seen_ulps = max_diff / (scale * std::ldexp(1.0, -23));
   EXPECT_LE(max_diff, ulps * scale * std::ldexp(1.0, -23))
       << what << ": expected within " << ulps << " ulps of " << scale << " ("
-      << (ulps == 0 ? "bitwise" : "float32") << "), saw " << seen_ulps
-      << " ulps: element " << worst << " expected " << e.flatten()[worst].item<double>()
-      << ", saw " << a.flatten()[worst].item<double>();
+      << (ulps == 0 ? "bitwise" : "float32") << "), saw " << seen_ulps << " ulps: element " << worst
+      << " expected " << e.flatten()[worst].item<double>() << ", saw "
+      << a.flatten()[worst].item<double>();
 }
 
 void ExpectSame(const Result& expected, const Result& actual, double ulps,
@@ -315,7 +313,6 @@ std::vector<Scenario> AdamScenarios(Algorithm algorithm) {
   return cases;
 }
 
-
 // Every case against FOR_LOOP: parameters (including the one without a gradient, which
 // must stay as it was with no state) and state.
 void ExpectMatchesForLoop(const std::vector<Scenario>& cases, Implementation implementation,
@@ -341,8 +338,7 @@ TEST(MultiTensorTest, SgdFusedEqualsForLoop) {
 }
 
 TEST(MultiTensorTest, AdamForeachEqualsForLoop) {
-  ExpectMatchesForLoop(AdamScenarios(Algorithm::kAdam), Implementation::kForeach,
-                       kForeachAdamUlps);
+  ExpectMatchesForLoop(AdamScenarios(Algorithm::kAdam), Implementation::kForeach, kForeachAdamUlps);
 }
 
 TEST(MultiTensorTest, AdamFusedEqualsForLoop) {
@@ -355,20 +351,82 @@ TEST(MultiTensorTest, AdamWForeachEqualsForLoop) {
 }
 
 TEST(MultiTensorTest, AdamWFusedEqualsForLoop) {
-  ExpectMatchesForLoop(AdamScenarios(Algorithm::kAdamW), Implementation::kFused,
-                       kFusedAdamUlps);
+  ExpectMatchesForLoop(AdamScenarios(Algorithm::kAdamW), Implementation::kFused, kFusedAdamUlps);
 }
 
 // AUTO is FOR_LOOP when the parameters are on the CPU (PyTorch's default there).
 TEST(MultiTensorTest, AutoIsForLoopOnTheCpu) {
   const Problem problem = MakeProblem();
   std::vector<at::Tensor> params = Parameters(problem, at::kFloat);
-  EXPECT_EQ(Resolve(Implementation::kAuto, Groups(SgdScenarios()[2], params)),
+  EXPECT_EQ(Resolve(Implementation::kAuto, Algorithm::kSgd, Groups(SgdScenarios()[2], params)),
             Implementation::kForLoop);
   for (const Scenario& s : {SgdScenarios()[4], AdamScenarios(Algorithm::kAdamW)[3]}) {
     ExpectSame(RunSteps(s, Implementation::kForLoop, problem),
                RunSteps(s, Implementation::kAuto, problem), 0, s.name + " AUTO vs FOR_LOOP");
   }
+}
+
+// StepUnless with the flag set leaves parameters and state exactly as they were; with it clear
+// it is step(). Against the loop that steps only on the unflagged steps, for the SGD cases
+// without dampening, with the first step skipped (the momentum buffers start at zero then:
+// see FusedSgd) and a later one. The flag is read on the device only: nothing here can show
+// that, dbnet_cuda_test's synchronisation count of a trainer step does.
+TEST(MultiTensorTest, SgdStepUnlessSkipsFlaggedSteps) {
+  const Problem problem = MakeProblem();
+  const std::vector<bool> skipped = {true, false, false, true, false, false};
+  for (const Scenario& s : SgdScenarios()) {
+    if (s.dampening != 0) continue;
+    std::vector<at::Tensor> loop_params = Parameters(problem, at::kFloat);
+    std::vector<at::Tensor> params = Parameters(problem, at::kFloat);
+    std::unique_ptr<torch::optim::Optimizer> loop =
+        MakeOptimizer(s, loop_params, Implementation::kForLoop);
+    std::unique_ptr<torch::optim::Optimizer> fused =
+        MakeOptimizer(s, params, Implementation::kFused);
+    auto& sgd = static_cast<MultiTensorSGD&>(*fused);
+    ASSERT_TRUE(sgd.SkipsOnDevice()) << s.name;
+    for (int step = 0; step < kSteps; ++step) {
+      for (size_t g = 0; g < 2; ++g) {
+        loop->param_groups()[g].options().set_lr(kLr[g] * kLrFactor[step]);
+        fused->param_groups()[g].options().set_lr(kLr[g] * kLrFactor[step]);
+      }
+      for (size_t i = 0; i < params.size(); ++i) {
+        const at::Tensor& g = problem.grads[step][i];
+        loop_params[i].mutable_grad() = g.defined() ? g.clone() : at::Tensor();
+        params[i].mutable_grad() = g.defined() ? g.clone() : at::Tensor();
+      }
+      const Result before = Snapshot(*fused, s.algorithm, params);
+      sgd.StepUnless(at::full({}, skipped[step] ? 1.0f : 0.0f));
+      const std::string label = s.name + " step " + std::to_string(step);
+      if (skipped[step]) {
+        // Bitwise: a skipped step changes nothing but the zero buffers a first step creates.
+        for (size_t i = 0; i < params.size(); ++i) {
+          EXPECT_TRUE(at::equal(before.params[i], params[i].detach())) << label << " param " << i;
+        }
+        continue;
+      }
+      loop->step();
+      ExpectSame(Snapshot(*loop, s.algorithm, loop_params), Snapshot(*fused, s.algorithm, params),
+                 kFusedSgdUlps, label + " StepUnless vs FOR_LOOP");
+    }
+  }
+}
+
+TEST(MultiTensorTest, StepUnlessNeedsFusedWithoutDampening) {
+  const Problem problem = MakeProblem();
+  std::vector<at::Tensor> params = Parameters(problem, at::kFloat);
+  for (Implementation implementation : {Implementation::kForLoop, Implementation::kForeach}) {
+    MultiTensorSGD sgd(Groups(SgdScenarios()[2], params), torch::optim::SGDOptions(1),
+                       implementation);
+    EXPECT_FALSE(sgd.SkipsOnDevice()) << ImplementationName(implementation);
+    EXPECT_THROW(sgd.StepUnless(at::zeros({})), c10::Error);
+  }
+  MultiTensorSGD damped(Groups(SgdScenarios()[3], params), torch::optim::SGDOptions(1),
+                        Implementation::kFused);
+  EXPECT_FALSE(damped.SkipsOnDevice());
+  MultiTensorSGD fused(Groups(SgdScenarios()[2], params), torch::optim::SGDOptions(1),
+                       Implementation::kFused);
+  EXPECT_TRUE(fused.SkipsOnDevice());
+  EXPECT_THROW(fused.StepUnless(at::zeros({1})), c10::Error);  // not 0-dim
 }
 
 // float64 parameters take the same paths (the foreach and fused kernels dispatch on dtype).
@@ -392,8 +450,8 @@ TEST(MultiTensorTest, StepReturnsTheClosuresLoss) {
     });
     EXPECT_EQ(loss.item<double>(), 3.0) << ImplementationName(implementation);
     // p - 0.5 * 2p = 0.
-    EXPECT_TRUE(at::equal(p.detach(), at::zeros({3}))) << ImplementationName(implementation)
-                                                       << ": saw " << p;
+    EXPECT_TRUE(at::equal(p.detach(), at::zeros({3})))
+        << ImplementationName(implementation) << ": saw " << p;
   }
 }
 
@@ -411,14 +469,11 @@ TEST(MultiTensorTest, FusedSgdRefusesReducedPrecisionCpuParametersWhenStepping) 
     EXPECT_THAT(e.what(), ::testing::HasSubstr("optimizer.implementation: FUSED SGD leaves "
                                                "bfloat16 parameters on the CPU unchanged"));
   }
-  EXPECT_EQ(UnsupportedReason(Algorithm::kSgd, Implementation::kFused, c10::kCUDA,
-                              c10::kBFloat16),
+  EXPECT_EQ(UnsupportedReason(Algorithm::kSgd, Implementation::kFused, c10::kCUDA, c10::kBFloat16),
             "");
-  EXPECT_EQ(UnsupportedReason(Algorithm::kAdamW, Implementation::kFused, c10::kCPU,
-                              c10::kBFloat16),
+  EXPECT_EQ(UnsupportedReason(Algorithm::kAdamW, Implementation::kFused, c10::kCPU, c10::kBFloat16),
             "");
-  EXPECT_EQ(UnsupportedReason(Algorithm::kSgd, Implementation::kForeach, c10::kCPU,
-                              c10::kHalf),
+  EXPECT_EQ(UnsupportedReason(Algorithm::kSgd, Implementation::kForeach, c10::kCPU, c10::kHalf),
             "");
 }
 
@@ -484,8 +539,7 @@ TEST(MultiTensorTest, CheckpointsResumeAcrossImplementations) {
       }
       std::unique_ptr<torch::optim::Optimizer> resumed = MakeOptimizer(s, resumed_params, reader);
       load(*resumed);
-      ExpectSame(saved, Snapshot(*resumed, s.algorithm, resumed_params), 0,
-                 label + ": read back");
+      ExpectSame(saved, Snapshot(*resumed, s.algorithm, resumed_params), 0, label + ": read back");
       Steps(problem, *resumed, resumed_params, kSaveAfter, kSteps, label);
       const Result result = Snapshot(*resumed, s.algorithm, resumed_params);
       if (writer == reader) {
@@ -536,19 +590,24 @@ TEST(MultiTensorCudaTest, CudaEqualsCpu) {
   }
 }
 
-// AUTO is FOREACH when every parameter is on CUDA, as torch.optim's default.
-TEST(MultiTensorCudaTest, CudaAutoIsForeach) {
+// AUTO is FUSED for SGD and FOREACH for Adam and AdamW when every parameter is on CUDA.
+TEST(MultiTensorCudaTest, CudaAutoIsFusedSgdAndForeachAdam) {
   SKIP_WITHOUT_CUDA();
   const at::TensorOptions cuda = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA);
   const Problem problem = MakeProblem();
   std::vector<at::Tensor> params = Parameters(problem, cuda);
-  EXPECT_EQ(Resolve(Implementation::kAuto, Groups(SgdScenarios()[2], params)),
+  EXPECT_EQ(Resolve(Implementation::kAuto, Algorithm::kSgd, Groups(SgdScenarios()[2], params)),
+            Implementation::kFused);
+  EXPECT_EQ(Resolve(Implementation::kAuto, Algorithm::kAdamW,
+                    Groups(AdamScenarios(Algorithm::kAdamW)[3], params)),
             Implementation::kForeach);
-  for (const Scenario& s : {SgdScenarios()[4], AdamScenarios(Algorithm::kAdamW)[3]}) {
-    ExpectSame(RunSteps(s, Implementation::kForeach, problem, cuda),
-               RunSteps(s, Implementation::kAuto, problem, cuda), 0,
-               s.name + " CUDA AUTO vs FOREACH");
-  }
+  ExpectSame(RunSteps(SgdScenarios()[4], Implementation::kFused, problem, cuda),
+             RunSteps(SgdScenarios()[4], Implementation::kAuto, problem, cuda), 0,
+             "SGD CUDA AUTO vs FUSED");
+  const Scenario adamw = AdamScenarios(Algorithm::kAdamW)[3];
+  ExpectSame(RunSteps(adamw, Implementation::kForeach, problem, cuda),
+             RunSteps(adamw, Implementation::kAuto, problem, cuda), 0,
+             adamw.name + " CUDA AUTO vs FOREACH");
 }
 
 // FUSED SGD is refused for reduced precision on the CPU only: on CUDA it updates bfloat16

@@ -49,6 +49,9 @@ class TorchOptimizerPlugin : public core::Optimizer {
 
   torch::optim::Optimizer& torch_optimizer() override { return *optimizer_; }
 
+ protected:
+  TorchOptimizer& typed_optimizer() const { return *optimizer_; }
+
  private:
   std::unique_ptr<TorchOptimizer> optimizer_;
 };
@@ -87,6 +90,9 @@ absl::Status CheckAdam(const AdamOptions& o) {
 class Sgd : public TorchOptimizerPlugin<MultiTensorSGD> {
  public:
   using TorchOptimizerPlugin::TorchOptimizerPlugin;
+
+  bool SkipsOnDevice() const override { return typed_optimizer().SkipsOnDevice(); }
+  void StepUnless(const at::Tensor& skip) override { typed_optimizer().StepUnless(skip); }
 
   static absl::StatusOr<std::unique_ptr<Sgd>> Create(const SgdOptions& o,
                                                      const core::OptimizerSpec& spec) {
