@@ -30,6 +30,8 @@
 #include <map>
 #include <string>
 
+#include <ATen/core/Tensor.h>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/plugin.h"
@@ -84,9 +86,14 @@ struct StepValues {
   double grad_norm = 0;
   // Bad samples skipped by the training loaders so far, summed over ranks.
   int64_t skipped_samples = 0;
-  // Always set: whether the optimizer stepped (false when the loss scaler skipped a step
-  // with non-finite gradients), and the step's wall time on this rank.
-  bool optimizer_stepped = false;
+  // Always set: 0-dim float32, 1 when the step was skipped for non-finite gradients, 0 when the
+  // optimizer stepped. On the host, or, where the optimizer skips on the device (SGD stepped by
+  // the FUSED implementation, the default on CUDA), on the device, so that the step needs no
+  // synchronisation: there, OptimizerStepped() waits for it; a hook that can act on the device
+  // uses the tensor (EmaHook).
+  at::Tensor skipped;
+  bool OptimizerStepped() const { return skipped.defined() && skipped.item<float>() == 0.0f; }
+  // The step's wall time on this rank.
   double seconds = 0;
 };
 

@@ -1,5 +1,8 @@
 #include "engine/ema.h"
 
+#include <map>
+#include <utility>
+
 #include <ATen/ATen.h>
 
 namespace vision::engine {
@@ -17,6 +20,34 @@ void ModelEma::Update(const torch::nn::Module& model) {
     if (avg.is_floating_point()) avg.mul_(decay_).add_(p.value().detach(), 1.0 - decay_);
   }
   for (const auto& b : model.named_buffers()) values_.at(b.key()).copy_(b.value());
+}
+
+void ModelEma::UpdateUnless(const torch::nn::Module& model, const at::Tensor& skip) {
+  at::NoGradGuard no_grad;
+  const at::Tensor skipped = skip > 0;
+  // The two factors per dtype: (1, 0) where skipped, (decay, 1 - decay) otherwise.
+  std::map<at::ScalarType, std::pair<at::Tensor, at::Tensor>> factors;
+  auto factors_for = [&](const at::Tensor& t) -> const std::pair<at::Tensor, at::Tensor>& {
+    auto [it, inserted] = factors.try_emplace(t.scalar_type());
+    if (inserted) {
+      const auto options = skip.options().dtype(t.scalar_type());
+      it->second = {
+          at::where(skipped, at::scalar_tensor(1.0, options), at::scalar_tensor(decay_, options)),
+          at::where(skipped, at::scalar_tensor(0.0, options),
+                    at::scalar_tensor(1.0 - decay_, options))};
+    }
+    return it->second;
+  };
+  for (const auto& p : model.named_parameters()) {
+    at::Tensor& avg = values_.at(p.key());
+    if (!avg.is_floating_point()) continue;
+    const auto& [keep, take] = factors_for(avg);
+    avg.mul_(keep).add_(p.value().detach() * take);
+  }
+  for (const auto& b : model.named_buffers()) {
+    at::Tensor& avg = values_.at(b.key());
+    avg.copy_(at::where(skipped, avg, b.value()));
+  }
 }
 
 void ModelEma::Swap(torch::nn::Module& model) {

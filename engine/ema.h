@@ -15,6 +15,10 @@ class ModelEma {
   ModelEma(const torch::nn::Module& model, double decay);
 
   void Update(const torch::nn::Module& model);
+  // Update, except that nothing changes where `skip` (a 0-dim tensor, on the model's device)
+  // holds 1: decided on the device, for a step the optimizer may have skipped there
+  // (core::Optimizer::StepUnless). Equal to Update up to float rounding where it is 0.
+  void UpdateUnless(const torch::nn::Module& model, const at::Tensor& skip);
 
   // Swaps the averaged values into `model` (and back on the second call), so evaluation
   // can run on the EMA weights without a second copy of the network.

@@ -11,7 +11,6 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/nn/utils/clip_grad.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -34,6 +33,7 @@
 #include "engine/logging/tensorboard_writer.h"
 #include "engine/hooks/builtin_hooks.h"
 #include "engine/loss_scaler.h"
+#include "engine/optimizer_step.h"
 #include "engine/memory_format.h"
 #include "engine/draw.h"
 
@@ -116,6 +116,11 @@ class Trainer::Loop : public core::TrainingRun {
   absl::Status StartEpoch(int64_t epoch, int64_t first_batch);
   absl::StatusOr<core::Batch> NextTrainBatch();
   absl::Status TrainStep(core::StepValues* values);
+  // The error that ends a run after more than max_consecutive_nonfinite_steps skipped steps.
+  absl::Status NonFiniteStreakError() const;
+  // Reads the streak counted on the device (where steps are skipped there) into the state and
+  // returns NonFiniteStreakError when it is too long.
+  absl::Status CheckNonFiniteStreak();
   absl::Status AverageOverRanks(core::StepValues* values);
   // Calls `point` on every hook in order; stops at the first error.
   absl::Status CallHooks(const std::function<absl::Status(core::Hook&)>& point);
@@ -132,6 +137,8 @@ class Trainer::Loop : public core::TrainingRun {
   std::unique_ptr<distributed::sampler::DistributedSampler> sampler_;
   std::unique_ptr<data::DataLoader> train_loader_;
   LossScaler scaler_;
+  // Consecutive skipped steps, 0-dim int64 on the device, where the optimizer skips there.
+  at::Tensor nonfinite_streak_;
   std::unique_ptr<ModelEma> ema_;
   CheckpointManager checkpoints_;
   CheckpointMeta state_;
@@ -452,32 +459,55 @@ absl::Status Trainer::Loop::TrainStep(core::StepValues* values) {
   }
   core::trace::ScopedSpan optimizer_span("optimizer", "step");
   // Gradients are identical on every rank now, so every rank takes the same decision.
-  const bool finite = scaler_.UnscaleAndCheckFinite(params_);
-  scaler_.Update(finite);
-  values->optimizer_stepped = finite;
-  if (finite) {
-    state_.consecutive_nonfinite = 0;
-    if (t.clip_grad_norm() > 0) {
-      values->grad_norm = torch::nn::utils::clip_grad_norm_(params_, t.clip_grad_norm());
-    } else if (want_values) {
-      double sum = 0;
-      for (const at::Tensor& p : params_) {
-        if (p.grad().defined()) sum += p.grad().to(at::kDouble).pow(2).sum().item<double>();
-      }
-      values->grad_norm = std::sqrt(sum);
+  p_.optimizer->SetLrFactor(p_.lr_schedule->Factor(state_.step, total_steps_));
+  OptimizerPhaseOptions phase;
+  phase.clip_grad_norm = t.clip_grad_norm();
+  phase.want_grad_norm = want_values;
+  const OptimizerPhaseResult result = RunOptimizerPhase(params_, scaler_, *p_.optimizer, phase);
+  values->skipped = result.skipped;
+  if (!p_.optimizer->SkipsOnDevice()) {
+    if (result.skipped.item<float>() == 0.0f) {
+      state_.consecutive_nonfinite = 0;
+    } else if (++state_.consecutive_nonfinite > mp.max_consecutive_nonfinite_steps()) {
+      return NonFiniteStreakError();
     }
-    p_.optimizer->SetLrFactor(p_.lr_schedule->Factor(state_.step, total_steps_));
-    p_.optimizer->torch_optimizer().step();
-  } else if (++state_.consecutive_nonfinite > mp.max_consecutive_nonfinite_steps()) {
-    return absl::AbortedError(absl::StrFormat(
-        "%d consecutive steps had non-finite gradients (last at step %d); stopping. The last "
-        "good checkpoint in %s is kept. Lower optimizer.lr, enable train.clip_grad_norm, or "
-        "check the data.",
-        state_.consecutive_nonfinite, state_.step, checkpoints_.dir()));
+  } else {
+    // Decided on the device (on the CPU too, where FUSED SGD takes this path): the streak is
+    // counted there and read at logging steps, every max_consecutive_nonfinite_steps steps and
+    // before a checkpoint is written, so a run stops at most that many steps late.
+    if (!nonfinite_streak_.defined()) {
+      const auto on_device = at::TensorOptions().dtype(at::kLong).device(result.skipped.device());
+      nonfinite_streak_ = at::full({}, state_.consecutive_nonfinite, on_device);
+    }
+    const at::Tensor skipped = result.skipped.to(at::kLong);
+    nonfinite_streak_ = (nonfinite_streak_ + skipped) * skipped;
+    if (want_values || (state_.step + 1) % mp.max_consecutive_nonfinite_steps() == 0) {
+      VISION_RETURN_IF_ERROR(CheckNonFiniteStreak());
+    }
+  }
+  if (want_values && result.grad_norm.defined()) {
+    values->grad_norm = values->OptimizerStepped() ? result.grad_norm.item<double>() : 0.0;
   }
   p_.optimizer->torch_optimizer().zero_grad();
   if (want_values) values->loss = total_for_log.item<double>();
   values->skipped_samples = train_loader_->skipped_samples();
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Loop::NonFiniteStreakError() const {
+  return absl::AbortedError(absl::StrFormat(
+      "%d consecutive steps had non-finite gradients (last at step %d); stopping. The last "
+      "good checkpoint in %s is kept. Lower optimizer.lr, enable train.clip_grad_norm, or "
+      "check the data.",
+      state_.consecutive_nonfinite, state_.step, checkpoints_.dir()));
+}
+
+absl::Status Trainer::Loop::CheckNonFiniteStreak() {
+  if (!nonfinite_streak_.defined()) return absl::OkStatus();
+  state_.consecutive_nonfinite = nonfinite_streak_.item<int64_t>();
+  if (state_.consecutive_nonfinite > config_.mixed_precision().max_consecutive_nonfinite_steps()) {
+    return NonFiniteStreakError();
+  }
   return absl::OkStatus();
 }
 
@@ -499,6 +529,8 @@ absl::Status Trainer::Loop::AverageOverRanks(core::StepValues* values) {
 }
 
 absl::Status Trainer::Loop::SaveCheckpoint(bool is_best) {
+  // A streak of skipped steps counted on the device ends the run before it is saved.
+  VISION_RETURN_IF_ERROR(CheckNonFiniteStreak());
   absl::Status status;
   if (is_main()) {
     state_.loss_scaler_state = scaler_.State();

@@ -1,5 +1,7 @@
 #include "engine/trainer.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -191,6 +193,74 @@ TEST(TrainerTest, PersistentNonFiniteGradientsStopWithAClearError) {
   EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
   EXPECT_THAT(result.status().message(), HasSubstr("3 consecutive steps had non-finite gradients"));
   EXPECT_FALSE(fs::exists(dir + "/checkpoint_4.pt"));
+}
+
+// SGD stepped by FUSED (the default on CUDA) checks, skips and counts non-finite steps on the
+// device and reads the streak only at logging steps (here every 2) and checkpoints: the run
+// still stops with the same error, at most that many steps later, before the checkpoint.
+TEST(TrainerTest, PersistentNonFiniteStepsSkippedOnTheDeviceStopBeforeTheCheckpoint) {
+  const std::string dir = TempDir("nonfinite_fused");
+  auto result = Train(Config(dir,
+                             "model { options { [type.googleapis.com/vision.engine.testing."
+                             "TestRegressorOptions] { loss_multiplier: 1e38 } } }"
+                             " mixed_precision { max_consecutive_nonfinite_steps: 2 }"
+                             " optimizer { implementation: FUSED } train { clip_grad_norm: 0 }"));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(result.status().message(), HasSubstr("consecutive steps had non-finite gradients"));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoint_4.pt"));
+}
+
+// The last value of `key` in a run's metrics.jsonl; NaN when it is not there.
+double LastLogged(const std::string& dir, const std::string& key) {
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line;
+  double last = std::nan("");
+  while (std::getline(in, line)) {
+    const std::string quoted = "\"" + key + "\":";
+    const size_t at = line.find(quoted);
+    if (at != std::string::npos) last = std::strtod(line.c_str() + at + quoted.size(), nullptr);
+  }
+  return last;
+}
+
+// The same run with the skip decided on the host (FOR_LOOP) and on the device (FUSED): a loss
+// scale so large that the first step overflows and is skipped, growth after 3 finite steps,
+// clipping, and EMA weights (which the evaluation uses): the same weights and metrics up to
+// FUSED's float rounding, the same logged skip count and scale. Resuming the FUSED run from
+// step 4 (its loss scale and skip count checkpointed from the device) is exact.
+TEST(TrainerTest, StepsSkippedOnTheDeviceTrainAsOnTheHost) {
+  const std::string extra =
+      "mixed_precision { loss_scaling: true init_scale: 3e38 backoff_factor: 1e-6"
+      " growth_interval: 3 } train { ema_decay: 0.5 }"
+      " model { options { [type.googleapis.com/vision.engine.testing.TestRegressorOptions]"
+      " { loss_multiplier: 10 } } }";
+  std::vector<at::Tensor> host, device, resumed;
+  const std::string a = TempDir("skip_host"), b = TempDir("skip_device"),
+                    c = TempDir("skip_device_resumed");
+  auto on_host = Train(Config(a, extra + " optimizer { implementation: FOR_LOOP }"), &host);
+  ASSERT_TRUE(on_host.ok()) << on_host.status();
+  auto on_device = Train(Config(b, extra + " optimizer { implementation: FUSED }"), &device);
+  ASSERT_TRUE(on_device.ok()) << on_device.status();
+  ASSERT_EQ(host.size(), device.size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    EXPECT_TRUE(at::allclose(device[i], host[i], 1e-5, 1e-6))
+        << "parameter " << i << ": largest difference "
+        << (device[i] - host[i]).abs().max().item<double>();
+  }
+  for (const auto& [name, value] : on_host->final_metrics) {
+    EXPECT_NEAR(on_device->final_metrics.at(name), value, 1e-5 * std::abs(value) + 1e-7) << name;
+  }
+  EXPECT_EQ(LastLogged(a, "skipped_steps"), 1.0);
+  EXPECT_EQ(LastLogged(b, "skipped_steps"), 1.0);
+  // 3e38 backed off to 3e32 and grown twice; the device keeps it in float32.
+  EXPECT_EQ(LastLogged(a, "loss_scale"), 1.2e33);
+  EXPECT_NEAR(LastLogged(b, "loss_scale"), 1.2e33, 1.2e33 * 1e-7);
+  fs::create_directories(c);
+  fs::copy_file(b + "/checkpoint_4.pt", c + "/checkpoint_4.pt");
+  auto again = Train(Config(c, extra + " optimizer { implementation: FUSED }"), &resumed);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->resumed_from, 4);
+  ExpectBitwiseEqual(device, resumed);
 }
 
 TEST(TrainerTest, TrainsUnderBFloat16Autocast) {

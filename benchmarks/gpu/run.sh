@@ -280,6 +280,25 @@ for label in "${mask_labels[@]}"; do
   result "$(short "${step_summary[mask_python_${label}]}")"
 done
 
+# 3d. The DBNet and DANet steps replayed from a CUDA graph, in bf16 channels-last (the fastest
+# eager configuration): after the warm-up, one step is captured, one replay is checked against
+# one eager step from the same state (loss and parameter update within 1e-2), then replays are
+# timed (models/testing/step_benchmark.h CapturedStep); compared below with PyTorch's eager
+# bf16cl step. Not with --cpu: CUDA graphs need a GPU.
+if ((!cpu)); then
+  read -r -a flags <<<"$(precision_flags bf16cl)"
+  part "dbnet graph ours" 90 "${bundled[@]}" "${bin}/activation_memory_benchmark" \
+    "${step_args[@]}" "${flags[@]}" --cuda_graph=true
+  log=$(log_of "dbnet graph ours")
+  step_summary[ours_graph]=$(summary_of "${log}")
+  result "$(grep -m1 '^cuda graph' "${log}" 2>/dev/null | cut -c1-150); $(short "${step_summary[ours_graph]}")"
+  part "danet graph ours" 90 "${bundled[@]}" "${bin}/danet_step_benchmark" \
+    "${danet_args[@]}" "${flags[@]}" --cuda_graph=true
+  log=$(log_of "danet graph ours")
+  step_summary[danet_ours_graph]=$(summary_of "${log}")
+  result "$(grep -m1 '^cuda graph' "${log}" 2>/dev/null | cut -c1-150); $(short "${step_summary[danet_ours_graph]}")"
+fi
+
 # 4. A process group of world size 1 through the bucketed strategy: NCCL on the GPU (Gloo with
 # --cpu). One rank communicates nothing in "bucketed"; "collectives" all-reduces buffers of its
 # bucket sizes through the backend.
@@ -386,8 +405,8 @@ for label, ours, python in zip(rows[0::3], rows[1::3], rows[2::3]):
           f"{pair(o, p, 'peak_allocated_mib', '{:.0f}'):>14}  "
           f"{pair(o, p, 'syncs_per_step', '{:g}'):>21}")
     for side, d in (("ours", o), ("python", p)):
-        phases = ", ".join(f"{k[:-3]} {float(d[k]):.1f}"
-                           for k in ("forward_ms", "backward_ms", "optimizer_ms") if k in d)
+        keys = ("forward_ms", "backward_ms", "optimizer_ms", "step_ms")
+        phases = ", ".join(f"{k[:-3]} {float(d[k]):.1f}" for k in keys if k in d)
         if phases:
             print(f"    {side:<7} ms per step: {phases}")
 PY
@@ -407,12 +426,14 @@ report() {
     fp32 "${step_summary[ours_fp32]:-}" "${step_summary[python_fp32]:-}" \
     bf16 "${step_summary[ours_bf16]:-}" "${step_summary[python_bf16]:-}" \
     fp16 "${step_summary[ours_fp16]:-}" "${step_summary[python_fp16]:-}" \
-    bf16cl "${step_summary[ours_bf16cl]:-}" "${step_summary[python_bf16cl]:-}"
+    bf16cl "${step_summary[ours_bf16cl]:-}" "${step_summary[python_bf16cl]:-}" \
+    bf16cl+graph "${step_summary[ours_graph]:-}" "${step_summary[python_bf16cl]:-}"
   echo
   compare "DANet-R50 train step" 1.1 \
     fp32 "${step_summary[danet_ours_fp32]:-}" "${step_summary[danet_python_fp32]:-}" \
     bf16 "${step_summary[danet_ours_bf16]:-}" "${step_summary[danet_python_bf16]:-}" \
-    bf16cl "${step_summary[danet_ours_bf16cl]:-}" "${step_summary[danet_python_bf16cl]:-}"
+    bf16cl "${step_summary[danet_ours_bf16cl]:-}" "${step_summary[danet_python_bf16cl]:-}" \
+    bf16cl+graph "${step_summary[danet_ours_graph]:-}" "${step_summary[danet_python_bf16cl]:-}"
   echo
   compare "Mask R-CNN train step" 1.0 \
     fp32 "${step_summary[mask_ours_fp32]:-}" "${step_summary[mask_python_fp32]:-}" \

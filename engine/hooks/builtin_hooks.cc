@@ -20,9 +20,9 @@ namespace vision::engine::hooks {
 
 absl::Status TraceHook::BeforeTrain(core::TrainingRun& run) {
   if (config_.num_steps() < 0 || config_.start_step() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "logging.trace: start_step (", config_.start_step(), ") and num_steps (",
-        config_.num_steps(), ") must be >= 0; num_steps: 0 turns tracing off"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("logging.trace: start_step (", config_.start_step(), ") and num_steps (",
+                     config_.num_steps(), ") must be >= 0; num_steps: 0 turns tracing off"));
   }
   if (config_.num_steps() == 0) return absl::OkStatus();
   std::string dir = config_.path().empty() ? run.output_dir() : config_.path();
@@ -68,7 +68,11 @@ absl::Status TraceHook::Finish(core::TrainingRun& run) {
 // --- EmaHook ---
 
 absl::Status EmaHook::AfterStep(core::TrainingRun& run, const core::StepValues& values) {
-  if (values.optimizer_stepped) ema_.Update(run.model());
+  if (values.skipped.defined() && !values.skipped.is_cpu()) {
+    ema_.UpdateUnless(run.model(), values.skipped);  // decided on the device
+  } else if (values.OptimizerStepped()) {
+    ema_.Update(run.model());
+  }
   return absl::OkStatus();
 }
 
@@ -157,7 +161,8 @@ absl::Status EvaluationHook::AfterStep(core::TrainingRun& run, const core::StepV
   const std::string main_metric = run.main_metric();
   auto found = metrics.find(main_metric);
   if (found == metrics.end()) {
-    return absl::InternalError(absl::StrCat("the evaluator computed no '", main_metric, "' metric"));
+    return absl::InternalError(
+        absl::StrCat("the evaluator computed no '", main_metric, "' metric"));
   }
   const double value = found->second;
   outcome_.step = step;

@@ -27,6 +27,7 @@
 #include "core/host_memory.h"
 #include "engine/autocast.h"
 #include "engine/loss_scaler.h"
+#include "engine/optimizer_step.h"
 #include "engine/memory_format.h"
 #include "models/backbones/resnet.pb.h"
 #include "models/danet/danet.h"
@@ -45,6 +46,10 @@ ABSL_FLAG(bool, checkpointing, false,
 ABSL_FLAG(std::string, device, "cpu", "\"cpu\", \"cuda\" or \"cuda:N\"");
 ABSL_FLAG(std::string, amp, "none", "none, bf16 or fp16 (autocast as the trainer runs it)");
 ABSL_FLAG(std::string, optimizer_implementation, "auto", "auto, for_loop, foreach or fused");
+ABSL_FLAG(bool, cuda_graph, false,
+          "CUDA: capture one training step in a CUDA graph after the warm-up steps, check one "
+          "replay against one eager step from the same state, and time replays "
+          "(models/testing/step_benchmark.h CapturedStep)");
 ABSL_FLAG(bool, cudnn_benchmark, false, "let cuDNN time its convolution algorithms (CUDA)");
 ABSL_FLAG(bool, channels_last, false,
           "weights and images in channels-last layout (TrainPipelineConfig.memory_format)");
@@ -137,14 +142,30 @@ int Run() {
     if (t) t->Mark();
     scaler.Scale(loss).backward();
     if (t) t->Mark();
-    const bool finite = scaler.UnscaleAndCheckFinite(params);
-    scaler.Update(finite);
-    if (finite) (*optimizer)->torch_optimizer().step();
+    engine::RunOptimizerPhase(params, scaler, **optimizer, {});
     (*optimizer)->torch_optimizer().zero_grad();
     if (t) t->Mark();
     last_loss = loss.detach();
   };
   const int steps = absl::GetFlag(FLAGS_steps);
+  if (absl::GetFlag(FLAGS_cuda_graph)) {
+    auto train_step = [&]() -> at::Tensor {
+      at::Tensor loss;
+      {
+        engine::AutocastScope autocast(amp->enabled, device->type(), amp->dtype);
+        for (const auto& [name, term] : model->Losses(data)) {
+          loss = loss.defined() ? loss + term.to(at::kFloat) : term.to(at::kFloat);
+        }
+      }
+      scaler.Scale(loss).backward();
+      engine::RunOptimizerPhase(params, scaler, **optimizer, {});
+      return loss.detach();
+    };
+    return bench::RunCapturedSteps(
+        *device, train_step, *model, **optimizer, batch, steps, absl::GetFlag(FLAGS_warmup),
+        {absl::GetFlag(FLAGS_amp), 0, {}, absl::GetFlag(FLAGS_optimizer_implementation), &scaler},
+        absl::GetFlag(FLAGS_sync_steps), absl::GetFlag(FLAGS_profile_steps));
+  }
   if (steps > 1) {
     for (int i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) step(nullptr);
   }

@@ -32,6 +32,7 @@
 #include "core/optimizer.h"
 #include "engine/autocast.h"
 #include "engine/loss_scaler.h"
+#include "engine/optimizer_step.h"
 #include "engine/memory_format.h"
 #include "models/dbnet/dbnet.pb.h"
 #include "models/testing/step_benchmark.h"
@@ -54,9 +55,13 @@ ABSL_FLAG(std::string, optimizer, "none",
           "none (forward and backward only) or sgd: also the trainer's optimizer step as "
           "icdar2015_resnet18.pbtxt configures it (SGD, momentum 0.9, weight decay 1e-4 off "
           "norm weights and biases), with its gradient unscale-and-check");
+ABSL_FLAG(bool, cuda_graph, false,
+          "CUDA, with --optimizer=sgd: capture one training step in a CUDA graph after the "
+          "warm-up steps, check one replay against one eager step from the same state, and time "
+          "replays (models/testing/step_benchmark.h CapturedStep)");
 ABSL_FLAG(std::string, optimizer_implementation, "auto",
           "with --optimizer=sgd: auto, for_loop, foreach or fused (the config's "
-          "optimizer.implementation; auto is foreach on CUDA, for_loop on the CPU)");
+          "optimizer.implementation; auto is fused on CUDA, for_loop on the CPU)");
 ABSL_FLAG(bool, cudnn_benchmark, false, "let cuDNN time its convolution algorithms (CUDA)");
 ABSL_FLAG(bool, channels_last, false,
           "weights and images in channels-last layout (TrainPipelineConfig.memory_format)");
@@ -165,6 +170,30 @@ int Run() {
   batch.targets["thresh_mask"] = (at::rand({n, size, size}, on_device) > 0.5).to(at::kFloat);
   const double before = PeakResidentMiB();
 
+  if (absl::GetFlag(FLAGS_cuda_graph)) {
+    if (!optimizer) {
+      std::fprintf(stderr, "--cuda_graph needs --optimizer=sgd\n");
+      return 1;
+    }
+    auto train_step = [&]() -> at::Tensor {
+      at::Tensor loss;
+      {
+        engine::AutocastScope autocast(amp->enabled, device->type(), amp->dtype);
+        for (const auto& [name, term] : model->Losses(batch)) {
+          loss = loss.defined() ? loss + term.to(at::kFloat) : term.to(at::kFloat);
+        }
+      }
+      scaler.Scale(loss).backward();
+      engine::RunOptimizerPhase(params, scaler, *optimizer, {});
+      return loss.detach();
+    };
+    return bench::RunCapturedSteps(
+        *device, train_step, *model, *optimizer, n, absl::GetFlag(FLAGS_steps),
+        absl::GetFlag(FLAGS_warmup),
+        {absl::GetFlag(FLAGS_amp), 0, {}, absl::GetFlag(FLAGS_optimizer_implementation), &scaler},
+        absl::GetFlag(FLAGS_sync_steps), absl::GetFlag(FLAGS_profile_steps));
+  }
+
   // Phases: forward with the losses, backward, optimizer (unscale-and-check, step, zero_grad).
   bench::PhaseTimer timer(*device, optimizer ? 3 : 2);
   auto step = [&](bench::PhaseTimer* t) {
@@ -181,9 +210,7 @@ int Run() {
     scaler.Scale(loss).backward();
     if (t) t->Mark();
     if (!optimizer) return;
-    const bool finite = scaler.UnscaleAndCheckFinite(params);
-    scaler.Update(finite);
-    if (finite) optimizer->torch_optimizer().step();
+    engine::RunOptimizerPhase(params, scaler, *optimizer, {});
     optimizer->torch_optimizer().zero_grad();
     if (t) t->Mark();
   };

@@ -34,6 +34,7 @@
 #include "core/profile_steps.h"
 #include "engine/autocast.h"
 #include "engine/loss_scaler.h"
+#include "engine/optimizer_step.h"
 #include "engine/memory_format.h"
 #include "models/backbones/torchvision_import.h"
 #include "models/mask_rcnn/mask_rcnn.h"
@@ -181,9 +182,7 @@ int Run() {
     scaler.Scale(loss).backward();
     if (t) t->Mark();
     const auto backward_done = Clock::now();
-    const bool finite = scaler.UnscaleAndCheckFinite(params);
-    scaler.Update(finite);
-    if (finite) optimizer.step();
+    engine::RunOptimizerPhase(params, scaler, **sgd, {});
     optimizer.zero_grad();
     if (t) t->Mark();
     const auto end = Clock::now();

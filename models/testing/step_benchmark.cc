@@ -2,12 +2,19 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/optim/sgd.h>
 #include <c10/util/Backtrace.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -289,11 +296,16 @@ void ReportSteps(const c10::Device& device, const StepFigures& figures, int sync
     syncs = counter.count();
     sites = counter.sites();
   }
-  std::string summary =
-      absl::StrCat("summary: device=", device.str(), " amp=", figures.amp,
-                   " images/s=", figures.images_per_second, " forward_ms=", figures.phase_ms.at(0),
-                   " backward_ms=", figures.phase_ms.at(1));
-  if (!figures.optimizer_implementation.empty()) {
+  std::string summary = absl::StrCat("summary: device=", device.str(), " amp=", figures.amp,
+                                     " images/s=", figures.images_per_second);
+  if (figures.cuda_graph) {
+    absl::StrAppend(&summary, " step_ms=", figures.phase_ms.at(0), " cuda_graph=1",
+                    " optimizer_implementation=", figures.optimizer_implementation);
+  } else {
+    absl::StrAppend(&summary, " forward_ms=", figures.phase_ms.at(0),
+                    " backward_ms=", figures.phase_ms.at(1));
+  }
+  if (!figures.cuda_graph && !figures.optimizer_implementation.empty()) {
     absl::StrAppend(&summary, " optimizer_ms=", figures.phase_ms.at(2),
                     " optimizer_implementation=", figures.optimizer_implementation);
   }
@@ -316,6 +328,149 @@ void ReportSteps(const c10::Device& device, const StepFigures& figures, int sync
   } catch (const std::exception& e) {
     std::printf("profile: failed: %s\n", e.what());
   }
+}
+
+CapturedStep::CapturedStep() = default;
+CapturedStep::~CapturedStep() = default;
+
+absl::StatusOr<std::unique_ptr<CapturedStep>> CapturedStep::Capture(
+    const c10::Device& device, const std::function<at::Tensor()>& step, core::Optimizer& optimizer,
+    int warmup) {
+  if (!device.is_cuda()) {
+    return absl::InvalidArgumentError("--cuda_graph: CUDA graphs need a CUDA device");
+  }
+  if (!optimizer.SkipsOnDevice()) {
+    return absl::InvalidArgumentError(
+        "--cuda_graph: the optimizer must skip non-finite steps on the device (SGD with "
+        "--optimizer_implementation=fused or auto): a host-side check cannot be captured");
+  }
+  std::unique_ptr<CapturedStep> captured(new CapturedStep());
+  captured->graph_ = std::make_unique<at::cuda::CUDAGraph>();
+  c10::cuda::CUDAGuard device_guard(device);
+  const c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream();
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  at::cuda::CUDAEvent main_ready;
+  main_ready.record(main);
+  main_ready.block(side);
+  {
+    c10::cuda::CUDAStreamGuard on_side(side);
+    for (int i = 0; i < warmup; ++i) {
+      step();
+      optimizer.torch_optimizer().zero_grad(/*set_to_none=*/true);
+    }
+    const bool cache = at::autocast::is_autocast_cache_enabled();
+    at::autocast::set_autocast_cache_enabled(false);
+    try {
+      captured->graph_->capture_begin();
+      captured->loss_ = step();
+      captured->graph_->capture_end();
+    } catch (const std::exception& e) {
+      at::autocast::set_autocast_cache_enabled(cache);
+      return absl::InternalError(absl::StrCat("capturing the training step: ", e.what()));
+    }
+    at::autocast::set_autocast_cache_enabled(cache);
+  }
+  at::cuda::CUDAEvent side_done;
+  side_done.record(side);
+  side_done.block(main);
+  return captured;
+}
+
+void CapturedStep::Replay() { graph_->replay(); }
+
+std::vector<at::Tensor> TrainingStateTensors(const torch::nn::Module& model,
+                                             core::Optimizer& optimizer) {
+  std::vector<at::Tensor> state = model.parameters();
+  for (const at::Tensor& b : model.buffers()) state.push_back(b);
+  for (const auto& [key, entry] : optimizer.torch_optimizer().state()) {
+    if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(entry.get())) {
+      if (sgd->momentum_buffer().defined()) state.push_back(sgd->momentum_buffer());
+    }
+  }
+  return state;
+}
+
+absl::StatusOr<std::string> CheckReplayAgainstEager(const std::function<at::Tensor()>& replay,
+                                                    const std::function<at::Tensor()>& step,
+                                                    core::Optimizer& optimizer,
+                                                    const std::vector<at::Tensor>& params,
+                                                    const std::vector<at::Tensor>& state,
+                                                    double tolerance) {
+  std::vector<at::Tensor> saved, before;
+  {
+    at::NoGradGuard no_grad;
+    for (const at::Tensor& t : state) saved.push_back(t.detach().clone());
+    for (const at::Tensor& p : params) before.push_back(p.detach().clone());
+  }
+  // The eager backward accumulates into the graph's gradient tensors: zero them in place.
+  optimizer.torch_optimizer().zero_grad(/*set_to_none=*/false);
+  const double eager_loss = step().item<double>();
+  std::vector<at::Tensor> eager_update;
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i) {
+      eager_update.push_back(params[i].detach() - before[i]);
+    }
+    for (size_t i = 0; i < state.size(); ++i) state[i].detach().copy_(saved[i]);
+  }
+  const double replay_loss = replay().item<double>();
+  double difference = 0, norm = 0;
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor update = params[i].detach() - before[i];
+      difference += (update - eager_update[i]).to(at::kDouble).pow(2).sum().item<double>();
+      norm += eager_update[i].to(at::kDouble).pow(2).sum().item<double>();
+    }
+  }
+  difference = std::sqrt(difference);
+  norm = std::sqrt(norm);
+  const double relative_update = difference / std::max(norm, 1e-300);
+  const double relative_loss =
+      std::abs(replay_loss - eager_loss) / std::max(std::abs(eager_loss), 1e-300);
+  const std::string line = absl::StrCat(
+      "cuda graph check: loss eager ", eager_loss, ", replayed ", replay_loss, " (relative ",
+      relative_loss, "); parameter update replayed against eager: difference ", relative_update,
+      " of its norm ", norm, " (tolerance ", tolerance, ")");
+  if (norm == 0 || relative_update > tolerance || relative_loss > tolerance) {
+    return absl::InternalError(line);
+  }
+  return line;
+}
+
+int RunCapturedSteps(const c10::Device& device, const std::function<at::Tensor()>& step,
+                     const torch::nn::Module& model, core::Optimizer& optimizer, int batch,
+                     int steps, int warmup, StepFigures figures, int sync_steps,
+                     int profile_steps) {
+  absl::StatusOr<std::unique_ptr<CapturedStep>> captured =
+      CapturedStep::Capture(device, step, optimizer, std::max(warmup, 1));
+  if (!captured.ok()) {
+    std::printf("cuda graph: %s\n", std::string(captured.status().message()).c_str());
+    return 1;
+  }
+  const absl::StatusOr<std::string> check = CheckReplayAgainstEager(
+      [&] {
+        (*captured)->Replay();
+        return (*captured)->loss();
+      },
+      step, optimizer, model.parameters(), TrainingStateTensors(model, optimizer),
+      /*tolerance=*/1e-2);
+  std::printf("%s\n", check.ok() ? check->c_str() : std::string(check.status().message()).c_str());
+  std::fflush(stdout);
+  if (!check.ok()) return 1;
+  Synchronize(device);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) (*captured)->Replay();
+  Synchronize(device);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+      std::max(steps, 1);
+  figures.cuda_graph = true;
+  figures.phase_ms = {seconds * 1000};
+  figures.images_per_second = batch / seconds;
+  ReportSteps(device, figures, sync_steps, profile_steps, seconds * 1000,
+              [&] { (*captured)->Replay(); });
+  return 0;
 }
 
 }  // namespace vision::models::testing

@@ -26,6 +26,10 @@
 #include "core/optimizer.h"
 #include "engine/loss_scaler.h"
 
+namespace at::cuda {
+struct CUDAGraph;
+}  // namespace at::cuda
+
 namespace vision::models::testing {
 
 struct AmpMode {
@@ -122,6 +126,8 @@ struct StepFigures {
   std::string optimizer_implementation;
   // Its scale is printed when it is enabled (fp16); may be null.
   const engine::LossScaler* scaler = nullptr;
+  // Replays of a CapturedStep: phase_ms then holds the whole step's ms only.
+  bool cuda_graph = false;
 };
 
 // Counts the host-device synchronisations of `sync_steps` more calls of `step` (CUDA), prints
@@ -131,6 +137,62 @@ struct StepFigures {
 // profile of that many more steps (a profiler that cannot start costs only its list).
 void ReportSteps(const c10::Device& device, const StepFigures& figures, int sync_steps,
                  int profile_steps, double step_ms, const std::function<void()>& step);
+
+// A training step captured in a CUDA graph and replayed (the step benchmarks' --cuda_graph): a
+// graph launches the step's kernels at once, without the host's per-kernel launch cost, which
+// bounds a step whose kernels are short. `step` runs the forward pass with the losses, backward
+// and the optimizer phase (engine/optimizer_step.h, with an optimizer that skips on the device,
+// so no host synchronisation, which capture refuses) and returns the loss; it must not zero the
+// gradients. Capture follows PyTorch's recipe (torch.cuda.graph): `warmup` eager steps on a
+// side stream, each followed by zero_grad, then the gradients set to none, so that the captured
+// backward allocates them in the graph's memory pool and each replay writes them anew; the
+// autocast weight cache is off while capturing (its casts would be freed after it). The inputs
+// are the tensors `step` reads: a replay reads them again, so new data is copied into them.
+class CapturedStep {
+ public:
+  static absl::StatusOr<std::unique_ptr<CapturedStep>> Capture(
+      const c10::Device& device, const std::function<at::Tensor()>& step,
+      core::Optimizer& optimizer, int warmup);
+  ~CapturedStep();
+
+  // One training step: the captured kernels, on the current stream. loss() holds its loss.
+  void Replay();
+  const at::Tensor& loss() const { return loss_; }
+
+ private:
+  CapturedStep();
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  at::Tensor loss_;
+};
+
+// The tensors a training step changes: the model's parameters and buffers and the optimizer's
+// per-parameter state (SGD's momentum buffers).
+std::vector<at::Tensor> TrainingStateTensors(const torch::nn::Module& model,
+                                             core::Optimizer& optimizer);
+
+// One replay (`replay`: a CapturedStep's Replay, returning its loss()) against one eager `step`
+// from the same state: `state` (TrainingStateTensors) is copied aside, the eager step runs (after
+// zeroing the gradients in place: the graph's own tensors), its loss and parameter update are
+// kept, `state` is restored in place (the graph reads and writes those very tensors) and the
+// replay runs. Returns a line with both losses and the difference of the two updates relative
+// to the eager update's norm; an error with that line when either differs by more than
+// `tolerance` (a graph that misses, repeats or reuses stale work differs by about 1), or when
+// the eager step changed nothing.
+absl::StatusOr<std::string> CheckReplayAgainstEager(const std::function<at::Tensor()>& replay,
+                                                    const std::function<at::Tensor()>& step,
+                                                    core::Optimizer& optimizer,
+                                                    const std::vector<at::Tensor>& params,
+                                                    const std::vector<at::Tensor>& state,
+                                                    double tolerance);
+
+// The step benchmarks' --cuda_graph: captures `step` (CapturedStep::Capture with `warmup`
+// eager steps), checks one replay against one eager step (CheckReplayAgainstEager, tolerance
+// 1e-2), prints that line, times `steps` replays and reports them as ReportSteps does (the
+// "summary:" line with step_ms and cuda_graph=1; synchronisations and the profile of replays).
+// Returns the process's exit status: 1, with the reason printed, when capture or the check fails.
+int RunCapturedSteps(const c10::Device& device, const std::function<at::Tensor()>& step,
+                     const torch::nn::Module& model, core::Optimizer& optimizer, int batch,
+                     int steps, int warmup, StepFigures figures, int sync_steps, int profile_steps);
 
 // Runs `step` `steps` times under the profiler and prints the operations that took the most
 // time: CUDA kernels and copies on a GPU (with the share of the `step_ms` step the device was

@@ -1,12 +1,22 @@
 // SyncSite: the call sites the GPU check names for each host-device synchronisation, from
 // backtraces shaped like c10::get_backtrace's and from a real one (this test is linked with
-// -rdynamic, as the benchmarks are, so that our frames have names).
+// -rdynamic, as the benchmarks are, so that our frames have names). The CUDA-graph check's
+// comparison (CheckReplayAgainstEager) against replays that are right and wrong, on the CPU.
 #include "models/testing/step_benchmark.h"
 
 #include <c10/util/Backtrace.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
+#include <ATen/ATen.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+
+#include "engine/loss_scaler.h"
+#include "engine/optimizer_step.h"
 #include "gtest/gtest.h"
 
 namespace vision::probe {
@@ -59,6 +69,70 @@ TEST(SyncSiteTest, WarningsReplayedAfterBackwardSayBackward) {
 TEST(SyncSiteTest, ARealBacktraceNamesOurFrame) {
   const std::string trace = vision::probe::BacktraceHere();
   EXPECT_EQ(SyncSite(trace), "(no operator) in vision::probe::BacktraceHere") << trace;
+}
+
+// A small network with a BatchNorm (a buffer the step changes), the trainer's FUSED SGD with
+// momentum (skips on the device, so a captured step could run it) and a fixed batch.
+class ReplayCheckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::manual_seed(5);
+    model_ = torch::nn::Sequential(torch::nn::Linear(6, 8), torch::nn::BatchNorm1d(8),
+                                   torch::nn::Linear(8, 1));
+    auto sgd = MakeSgd(*model_, 0.1, 0.9, 1e-4, "fused", c10::kCPU);
+    ASSERT_TRUE(sgd.ok()) << sgd.status();
+    optimizer_ = std::move(sgd).value();
+    ASSERT_TRUE(optimizer_->SkipsOnDevice());
+    x_ = at::randn({16, 6});
+    y_ = at::randn({16, 1});
+    step_();  // momentum buffers exist, as after the warm-up steps
+    optimizer_->torch_optimizer().zero_grad();
+  }
+
+  // What the benchmarks capture: forward with the loss, backward, the optimizer phase.
+  std::function<at::Tensor()> step_ = [this] {
+    const at::Tensor loss = (model_->forward(x_) - y_).pow(2).mean();
+    loss.backward();
+    engine::RunOptimizerPhase(model_->parameters(), scaler_, *optimizer_, {});
+    return loss.detach();
+  };
+  absl::StatusOr<std::string> Check(const std::function<at::Tensor()>& replay) {
+    return CheckReplayAgainstEager(replay, step_, *optimizer_, model_->parameters(),
+                                   TrainingStateTensors(*model_, *optimizer_), 1e-2);
+  }
+
+  torch::nn::Sequential model_{nullptr};
+  std::unique_ptr<core::Optimizer> optimizer_;
+  engine::LossScaler scaler_{engine::LossScalerOptions{}};
+  at::Tensor x_, y_;
+};
+
+TEST_F(ReplayCheckTest, StateHoldsParametersBuffersAndMomentum) {
+  // 6 parameters, BatchNorm's 3 buffers, a momentum buffer per parameter.
+  EXPECT_EQ(TrainingStateTensors(*model_, *optimizer_).size(), 6u + 3u + 6u);
+}
+
+TEST_F(ReplayCheckTest, AReplayThatRedoesTheStepPasses) {
+  // A graph's replay writes the gradients anew: here, zero them and run the same step.
+  const absl::StatusOr<std::string> line = Check([this] {
+    optimizer_->torch_optimizer().zero_grad(/*set_to_none=*/false);
+    return step_();
+  });
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_NE(line->find("difference 0 of its norm"), std::string::npos) << *line;
+}
+
+TEST_F(ReplayCheckTest, AReplayThatMissesOrRepeatsWorkFails) {
+  // No optimizer update (stale or missing work): the update differs by all of it.
+  absl::StatusOr<std::string> line =
+      Check([this] { return (model_->forward(x_) - y_).pow(2).mean().detach(); });
+  EXPECT_FALSE(line.ok());
+  EXPECT_NE(std::string(line.status().message()).find("difference 1 of its norm"),
+            std::string::npos)
+      << line.status();
+  // Gradients accumulated onto the last step's instead of written anew.
+  line = Check(step_);
+  EXPECT_FALSE(line.ok()) << *line;
 }
 
 }  // namespace
