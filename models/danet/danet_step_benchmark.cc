@@ -25,7 +25,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/batch.h"
 #include "core/host_memory.h"
-#include "engine/autocast.h"
 #include "engine/loss_scaler.h"
 #include "engine/optimizer_step.h"
 #include "engine/memory_format.h"
@@ -132,13 +131,8 @@ int Run() {
   at::Tensor last_loss;
   auto step = [&](bench::PhaseTimer* t) {
     if (t) t->Mark();
-    at::Tensor loss;
-    {
-      engine::AutocastScope autocast(amp->enabled, device->type(), amp->dtype);
-      for (const auto& [name, term] : model->Losses(data)) {
-        loss = loss.defined() ? loss + term.to(at::kFloat) : term.to(at::kFloat);
-      }
-    }
+    const at::Tensor loss = bench::LossUnderAutocast(*amp, device->type(),
+                                                     [&] { return model->Losses(data); });
     if (t) t->Mark();
     scaler.Scale(loss).backward();
     if (t) t->Mark();
@@ -150,13 +144,8 @@ int Run() {
   const int steps = absl::GetFlag(FLAGS_steps);
   if (absl::GetFlag(FLAGS_cuda_graph)) {
     auto train_step = [&]() -> at::Tensor {
-      at::Tensor loss;
-      {
-        engine::AutocastScope autocast(amp->enabled, device->type(), amp->dtype);
-        for (const auto& [name, term] : model->Losses(data)) {
-          loss = loss.defined() ? loss + term.to(at::kFloat) : term.to(at::kFloat);
-        }
-      }
+      const at::Tensor loss = bench::LossUnderAutocast(*amp, device->type(),
+                                                       [&] { return model->Losses(data); });
       scaler.Scale(loss).backward();
       engine::RunOptimizerPhase(params, scaler, **optimizer, {});
       return loss.detach();

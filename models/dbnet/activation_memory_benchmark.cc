@@ -30,7 +30,6 @@
 #include "core/host_memory.h"
 #include "core/model.h"
 #include "core/optimizer.h"
-#include "engine/autocast.h"
 #include "engine/loss_scaler.h"
 #include "engine/optimizer_step.h"
 #include "engine/memory_format.h"
@@ -176,13 +175,8 @@ int Run() {
       return 1;
     }
     auto train_step = [&]() -> at::Tensor {
-      at::Tensor loss;
-      {
-        engine::AutocastScope autocast(amp->enabled, device->type(), amp->dtype);
-        for (const auto& [name, term] : model->Losses(batch)) {
-          loss = loss.defined() ? loss + term.to(at::kFloat) : term.to(at::kFloat);
-        }
-      }
+      const at::Tensor loss = bench::LossUnderAutocast(*amp, device->type(),
+                                                       [&] { return model->Losses(batch); });
       scaler.Scale(loss).backward();
       engine::RunOptimizerPhase(params, scaler, *optimizer, {});
       return loss.detach();
@@ -199,13 +193,8 @@ int Run() {
   auto step = [&](bench::PhaseTimer* t) {
     if (t) t->Mark();
     if (!optimizer) model->zero_grad();
-    at::Tensor loss;
-    {
-      engine::AutocastScope autocast(amp->enabled, device->type(), amp->dtype);
-      for (const auto& [name, term] : model->Losses(batch)) {
-        loss = loss.defined() ? loss + term.to(at::kFloat) : term.to(at::kFloat);
-      }
-    }
+    const at::Tensor loss = bench::LossUnderAutocast(*amp, device->type(),
+                                                     [&] { return model->Losses(batch); });
     if (t) t->Mark();
     scaler.Scale(loss).backward();
     if (t) t->Mark();

@@ -32,7 +32,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/batch.h"
 #include "core/profile_steps.h"
-#include "engine/autocast.h"
 #include "engine/loss_scaler.h"
 #include "engine/optimizer_step.h"
 #include "engine/memory_format.h"
@@ -170,13 +169,8 @@ int Run() {
   auto train_step = [&](bench::PhaseTimer* t) {
     const auto start = Clock::now();
     if (t) t->Mark();
-    at::Tensor loss;
-    {
-      engine::AutocastScope autocast(amp->enabled, device->type(), amp->dtype);
-      for (const auto& [name, value] : model.LossesFor(images, sizes, targets)) {
-        loss = loss.defined() ? loss + value.to(at::kFloat) : value.to(at::kFloat);
-      }
-    }
+    const at::Tensor loss = bench::LossUnderAutocast(
+        *amp, device->type(), [&] { return model.LossesFor(images, sizes, targets); });
     if (t) t->Mark();
     const auto forward_done = Clock::now();
     scaler.Scale(loss).backward();

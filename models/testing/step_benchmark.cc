@@ -31,6 +31,7 @@
 #include "core/config/pipeline.pb.h"
 #include "core/cpu_convolution.h"
 #include "core/param_groups.h"
+#include "engine/autocast.h"
 #include "engine/optim/optim.pb.h"
 
 namespace vision::models::testing {
@@ -50,6 +51,16 @@ absl::Status SetCpuConvolution(const std::string& name) {
   core::SetCpuConvolution(name == "winograd" ? core::CpuConvolution::kWinograd
                                              : core::CpuConvolution::kATen);
   return absl::OkStatus();
+}
+
+at::Tensor LossUnderAutocast(const AmpMode& amp, c10::DeviceType device_type,
+                             const std::function<std::map<std::string, at::Tensor>()>& losses) {
+  engine::AutocastScope autocast(amp.enabled, device_type, amp.dtype);
+  at::Tensor total;
+  for (const auto& [name, term] : losses()) {
+    total = total.defined() ? total + term.to(at::kFloat) : term.to(at::kFloat);
+  }
+  return total;
 }
 
 absl::StatusOr<c10::Device> ParseDevice(const std::string& name) {

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +40,11 @@ struct AmpMode {
 
 // "none", "bf16" or "fp16".
 absl::StatusOr<AmpMode> ParseAmp(const std::string& name);
+
+// A benchmark's forward phase: the model's losses (`losses` calls it) under autocast as `amp`
+// says, summed in float32 (the trainer's total with every weight 1).
+at::Tensor LossUnderAutocast(const AmpMode& amp, c10::DeviceType device_type,
+                             const std::function<std::map<std::string, at::Tensor>()>& losses);
 
 // --cpu_convolution: "aten" or "winograd" (TrainPipelineConfig.cpu_convolution) sets
 // core::SetCpuConvolution for the process; anything else is an error naming both.
