@@ -51,7 +51,8 @@ OptimizerPhaseResult RunOptimizerPhase(const std::vector<at::Tensor>& params, Lo
       result.grad_norm = GradNorm(params);
     }
   };
-  if (optimizer.SkipsOnDevice()) {
+  result.decided_on_device = optimizer.SkipsOnDevice();
+  if (result.decided_on_device) {
     result.skipped = scaler.UnscaleAndRecord(params);
     // Non-finite gradients make the norm and the clipped gradients non-finite too; the step
     // that would use them is skipped.

@@ -30,6 +30,9 @@ struct OptimizerPhaseResult {
   // 0-dim float32: 1 when some gradient was not finite and the step was skipped, else 0. On the
   // gradients' device where the optimizer skipped there; on the host (read already) otherwise.
   at::Tensor skipped;
+  // Whether the optimizer skipped on the device (core::Optimizer::SkipsOnDevice), so that the
+  // host has not read `skipped`.
+  bool decided_on_device = false;
   // 0-dim: the gradients' global L2 norm before clipping, on their device, where clipping or
   // asked for; undefined after a step skipped on the host.
   at::Tensor grad_norm;

@@ -465,7 +465,7 @@ absl::Status Trainer::Loop::TrainStep(core::StepValues* values) {
   phase.want_grad_norm = want_values;
   const OptimizerPhaseResult result = RunOptimizerPhase(params_, scaler_, *p_.optimizer, phase);
   values->skipped = result.skipped;
-  if (!p_.optimizer->SkipsOnDevice()) {
+  if (!result.decided_on_device) {
     if (result.skipped.item<float>() == 0.0f) {
       state_.consecutive_nonfinite = 0;
     } else if (++state_.consecutive_nonfinite > mp.max_consecutive_nonfinite_steps()) {
